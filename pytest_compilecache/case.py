@@ -1,0 +1,47 @@
+"""ModelCase: what a model fixture hands to a compile-cache check.
+
+Pure data; torch is not imported here, so building a ModelCase in a fixture
+costs nothing in the pytest controller (fixtures only run in the child).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+MODES = ("inference", "forward", "train")
+
+
+@dataclass
+class ModelCase:
+    """A model and how production runs it.
+
+    * ``train=True``: a training step, forward + ``backward()`` of ``loss_fn(output)``
+      (default: the sum of every floating output); gradients are compared too.
+    * ``train=False`` (default): inference under ``torch.no_grad()`` in ``eval()`` mode.
+    * ``train=False, no_grad=False``: a forward with grad mode left on, as serving code
+      that forgets ``no_grad`` does (its AOTAutograd entry is never saved).
+    """
+
+    model: Any
+    example_inputs: Sequence[Any] = ()
+    train: bool = False
+    no_grad: Optional[bool] = None
+    example_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    loss_fn: Optional[Callable[[Any], Any]] = None
+    compile_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.no_grad is None:
+            self.no_grad = not self.train
+        if self.train and self.no_grad:
+            raise ValueError("ModelCase(train=True, no_grad=True) is contradictory: "
+                             "a training step needs grad mode; drop no_grad")
+        if not isinstance(self.example_inputs, (tuple, list)):
+            self.example_inputs = (self.example_inputs,)
+
+    @property
+    def mode(self) -> str:
+        """'train', 'inference' (no_grad) or 'forward' (grad mode on, no backward)."""
+        if self.train:
+            return "train"
+        return "inference" if self.no_grad else "forward"

@@ -1,0 +1,211 @@
+"""The pytest plugin object active inside a phase's child process.
+
+The child is a pytest session of one node id, so the user's fixtures and conftest
+build the model here, never in the controller. It observes the caches around the
+compiled workload, runs the eager reference and writes one JSON result file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+from pytest_compilecache.case import ModelCase
+from pytest_compilecache.probe import CacheObserver
+from pytest_compilecache import workload as wl
+
+
+class ChildPlugin:
+    def __init__(self, spec: Dict[str, Any]) -> None:
+        self.spec = spec
+        self.recorder = wl.Recorder()
+        self.observer = CacheObserver()
+        self.device: Optional[str] = None
+        self._eager_pass = False
+        self._unpatch = None
+        self.result: Dict[str, Any] = {"phase": spec["phase"], "nodeid": spec["nodeid"],
+                                       "error": None, "ran": False}
+
+    # -- setup ---------------------------------------------------------------------
+    def configure(self) -> None:
+        import torch
+
+        # identical torch generators in both phases; Python's random / hash seed stay
+        # as a restart leaves them, so keys that depend on them drift here as in prod
+        torch.manual_seed(int(self.spec.get("seed", 0)))
+        self.result["versions"] = _versions()
+        try:
+            self.device = wl.resolve_device(self.spec.get("device", "auto"))
+        except RuntimeError as e:
+            self.result["error"] = str(e)
+            return
+        self.result["device"] = self.device
+        if self.device == "cuda":
+            self.result["device_name"] = torch.cuda.get_device_name()
+        self._unpatch = wl.patch_torch_compile(self.recorder)
+
+    def context(self) -> wl.CheckContext:
+        return wl.CheckContext(self.device or "cpu", self.spec["phase"], self.recorder)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: List[pytest.Item]) -> None:
+        keep = [i for i in items if i.nodeid == self.spec["nodeid"]]
+        drop = [i for i in items if i.nodeid != self.spec["nodeid"]]
+        items[:] = keep
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+
+    # -- the check -----------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Optional[bool]:
+        cases = _model_cases(pyfuncitem)
+        if not cases or self._eager_pass:
+            return None
+        self.result["form"] = "model_case"
+        if self.result["error"]:
+            raise RuntimeError(self.result["error"])
+        kwargs = _compile_kwargs(pyfuncitem)
+        compiled: wl.Outputs = {}
+        eager: wl.Outputs = {}
+        prepared = []
+        for i, case in enumerate(cases):
+            prefix = f"case{i}." if len(cases) > 1 else ""
+            model, inputs, ckw = wl.prepare_case(case, self.device or "cpu")
+            prepared.append((prefix, case, model, inputs, ckw, wl.snapshot_state(model)))
+        self.observer.start()
+        try:
+            for prefix, case, model, inputs, ckw, _ in prepared:
+                fn = self._original_compile()(model, **{**case.compile_kwargs, **kwargs})
+                compiled.update(wl.run_case_step(fn, model, case, inputs, ckw, prefix))
+        except BaseException:
+            self.result["error"] = traceback.format_exc()
+            raise
+        finally:
+            self.observer.stop()
+        self.result["ran"] = True
+        for prefix, case, model, inputs, ckw, state in prepared:
+            model.load_state_dict(state)
+            eager.update(wl.run_case_step(model, model, case, inputs, ckw, prefix))
+        self._finish(compiled, eager, None)
+        return True
+
+    def _original_compile(self) -> Any:
+        import torch
+
+        return getattr(torch.compile, "__wrapped__", torch.compile)
+
+    def _finish(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str]) -> None:
+        self.result["outputs"] = wl.describe(compiled)
+        if eager_note:
+            self.result["compare_eager"] = {"ok": None, "note": eager_note}
+        else:
+            self.result["compare_eager"] = wl.compare_with_eager(compiled, eager)
+        out_dir = Path(self.spec["out"]).parent
+        wl.save_outputs(compiled, str(out_dir / f"{self.spec['phase']}-outputs.pt"))
+        cold = self.spec.get("cold_outputs")
+        if cold and os.path.exists(cold):
+            tol = self.spec.get("tolerance")
+            self.result["compare_cold"] = wl.compare_with_cold(
+                compiled, wl.load_outputs(cold), tuple(tol) if tol else None)
+        if not compiled:
+            self.result["no_outputs"] = True
+
+    # -- reporting -----------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self._unpatch:
+            self._unpatch()
+        if not self.result["ran"] and not self.result["error"]:
+            self.result["error"] = (f"the check did not run in the {self.spec['phase']} process: "
+                                    f"node id {self.spec['nodeid']!r} was not collected or its "
+                                    f"setup failed (see the log below)")
+        self.result["cache"] = self.observer.record() if self.observer._after else None
+        tmp = self.spec["out"] + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.result, f, indent=1, default=str)
+        os.replace(tmp, self.spec["out"])
+
+
+class BodyHooks:
+    """Test-body form: the body is the workload; every compiled callable is recorded,
+    then the body runs once more under force_eager for the reference. A separate
+    object because one plugin cannot implement the same hook twice."""
+
+    def __init__(self, owner: ChildPlugin) -> None:
+        self.owner = owner
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Any:
+        o = self.owner
+        if o._eager_pass or pyfuncitem.nodeid != o.spec["nodeid"] or _model_cases(pyfuncitem):
+            return (yield)
+        o.result["form"] = "test_body"
+        if o.result["error"]:
+            raise RuntimeError(o.result["error"])
+        o.recorder.reset()
+        o.recorder.active = True
+        o.observer.start()
+        try:
+            res = yield
+        except BaseException:
+            o.result["error"] = traceback.format_exc()
+            raise
+        finally:
+            o.observer.stop()
+            o.recorder.active = False
+        o.result["ran"] = True
+        compiled = dict(o.recorder.outputs)
+        o.recorder.reset()
+        o.recorder.active = True
+        o._eager_pass = True
+        note = None
+        try:
+            import torch
+
+            torch.manual_seed(int(o.spec.get("seed", 0)))
+            with wl.force_eager() as why:
+                note = why
+                if why is None:
+                    pyfuncitem.ihook.pytest_pyfunc_call(pyfuncitem=pyfuncitem)
+        except Exception:
+            note = ("the test body failed when re-run under force_eager:\n"
+                    + traceback.format_exc(limit=3))
+        finally:
+            o._eager_pass = False
+            o.recorder.active = False
+        o._finish(compiled, dict(o.recorder.outputs), note)
+        return res
+
+
+def _model_cases(item: pytest.Function) -> List[ModelCase]:
+    funcargs = getattr(item, "funcargs", {}) or {}
+    return [v for v in funcargs.values() if isinstance(v, ModelCase)]
+
+
+def _compile_kwargs(item: pytest.Item) -> Dict[str, Any]:
+    marker = item.get_closest_marker("compile_cache")
+    return dict(marker.kwargs) if marker else {}
+
+
+def _versions() -> Dict[str, Optional[str]]:
+    import torch
+
+    try:
+        import triton  # type: ignore[import-not-found]
+
+        triton_v: Optional[str] = triton.__version__
+    except Exception:
+        triton_v = None
+    return {"torch": torch.__version__, "triton": triton_v, "python": platform.python_version(),
+            "cuda": getattr(torch.version, "cuda", None), "executable": sys.executable}
+
+
+def load_spec(path: str) -> Dict[str, Any]:
+    with open(path) as f:
+        return json.load(f)

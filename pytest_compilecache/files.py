@@ -1,0 +1,87 @@
+"""What a phase wrote under the cache root, and which cache layer each file belongs to.
+
+Counters alone miss rebuilt C++ objects (CppCodeCache has none), so a true warm
+start is also checked on disk: it must add no file. Pure stdlib.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Dict, Iterable, List, Mapping, Set
+
+Snapshot = Dict[str, int]  # "<watched>/<relpath>" -> size
+
+_KERNEL_SUFFIXES = (".so", ".cpp", ".o", ".h", ".cubin", ".ptx", ".ttir", ".ttgir", ".llir",
+                    ".hsaco", ".json", ".source")
+_IGNORED = re.compile(r"(^|/)(locks/|__pycache__/)|\.lock$|(^|/)\.[^/]*\.tmp$")
+
+
+def snapshot(watched: Mapping[str, Path]) -> Snapshot:
+    out: Snapshot = {}
+    for label, root in watched.items():
+        if not root.is_dir():
+            continue
+        for dirpath, _, filenames in os.walk(root):
+            for fn in filenames:
+                full = os.path.join(dirpath, fn)
+                rel = f"{label}/{os.path.relpath(full, root)}"
+                if _IGNORED.search(rel):
+                    continue
+                try:
+                    out[rel] = os.path.getsize(full)
+                except OSError:
+                    pass
+    return out
+
+
+def added(before: Snapshot, after: Snapshot) -> List[str]:
+    return sorted(set(after) - set(before))
+
+
+def layer_of(path: str) -> str:
+    """Map a path from `snapshot` to the cache layer that wrote it."""
+    parts = path.split("/")
+    top, rest = parts[0], parts[1:]
+    name = parts[-1]
+    if top == "triton":
+        return "kernels"
+    if top == "tmp":
+        return "kernels" if "precompiled_headers" in parts else "other"
+    if not rest:
+        return "other"
+    head = rest[0]
+    if head == "fxgraph":
+        return "fx_graph"
+    if head == "aotautograd":
+        return "aot_autograd"
+    if head == "dynamo":
+        return "dynamo_pgo"
+    if head == "triton":
+        return "kernels"
+    if head == "cache" or name.endswith(".best_config"):
+        return "autotune"
+    if name.endswith(".py"):
+        return "fx_graph"  # generated wrapper code: written anew only when FX compiled
+    if name.endswith(_KERNEL_SUFFIXES):
+        return "kernels"
+    return "other"
+
+
+def by_layer(paths: Iterable[str]) -> Dict[str, List[str]]:
+    out: Dict[str, List[str]] = {}
+    for p in paths:
+        out.setdefault(layer_of(p), []).append(p)
+    return out
+
+
+def saved_keys(snap: Snapshot) -> Set[str]:
+    """Keys with an entry on disk: inductor/aotautograd/<key>/…, inductor/fxgraph/xx/<key>/…"""
+    keys: Set[str] = set()
+    for p in snap:
+        parts = p.split("/")
+        if len(parts) >= 4 and parts[1] == "aotautograd":
+            keys.add(parts[2])
+        elif len(parts) >= 5 and parts[1] == "fxgraph":
+            keys.add(parts[3])
+    return keys

@@ -1,0 +1,113 @@
+"""A check's private cache root and the environment both of its phases run in.
+
+Cache directories hold code that gets executed (generated .py, .so, cubins), so the
+root is created 0700 and never shared between checks. Both phases get the same
+environment apart from the compile-worker count, which is in no cache key.
+"""
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Mapping, Optional
+
+CHILD_SPEC_ENV = "PYTEST_COMPILECACHE_CHILD"
+
+# Set by us per check; a value inherited from the user's shell would break isolation.
+_OWNED = (
+    "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR", "TORCH_COMPILE_JOB_ID",
+    "TORCH_COMPILE_STICKY_PGO_KEY", "TORCH_TRACE", "TORCHINDUCTOR_COMPILE_THREADS",
+    CHILD_SPEC_ENV,
+)
+# Remote caches would make a "cold" run warm from someone else's entries.
+_REMOTE_OFF = (
+    "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE", "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE",
+    "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE", "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE",
+    "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO",
+)
+# Local caches that are off by default on old torch (2.5/2.6 AOTAutograd, 2.6 local
+# PGO); set only when the user did not choose, so a deliberate "=0" is reported.
+_LOCAL_ON_BY_DEFAULT = (
+    "TORCHINDUCTOR_AUTOGRAD_CACHE", "ENABLE_AOT_AUTOGRAD_CACHE",
+    "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO",
+)
+
+
+@dataclass(frozen=True)
+class CacheRoot:
+    """Directory layout of one check; `watched` dirs are where caches write."""
+
+    path: Path
+
+    @property
+    def inductor(self) -> Path:
+        return self.path / "inductor"
+
+    @property
+    def triton(self) -> Path:
+        return self.path / "triton"
+
+    @property
+    def tmp(self) -> Path:
+        return self.path / "tmp"
+
+    @property
+    def phases(self) -> Path:
+        return self.path / "phases"
+
+    @property
+    def watched(self) -> Dict[str, Path]:
+        return {"inductor": self.inductor, "triton": self.triton, "tmp": self.tmp}
+
+    @classmethod
+    def create(cls, nodeid: str, parent: Optional[str] = None) -> "CacheRoot":
+        if parent:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+        slug = "".join(c if c.isalnum() else "-" for c in nodeid.split("::")[-1])[:40]
+        path = Path(tempfile.mkdtemp(prefix=f"compilecache-{slug}-", dir=parent))
+        os.chmod(path, 0o700)  # mkdtemp already does; be explicit, the dir holds code
+        root = cls(path)
+        for d in (root.inductor, root.triton, root.tmp, root.phases):
+            d.mkdir(mode=0o700)
+        return root
+
+
+def job_id(nodeid: str) -> str:
+    """Stable per check, so PGO state written cold is looked up warm."""
+    return "compilecache-" + hashlib.sha1(nodeid.encode()).hexdigest()[:12]
+
+
+def phase_env(base: Mapping[str, str], root: CacheRoot, nodeid: str, phase: str,
+              threads: int, spec_path: Path, device_env: Optional[Mapping[str, str]] = None
+              ) -> Dict[str, str]:
+    env = {k: v for k, v in base.items() if k not in _OWNED}
+    env.update({
+        "TORCHINDUCTOR_CACHE_DIR": str(root.inductor),
+        "TRITON_CACHE_DIR": str(root.triton),
+        # precompiled headers (2.8+) live under $TMPDIR, not TORCHINDUCTOR_CACHE_DIR
+        "TMPDIR": str(root.tmp),
+        # without a job id local PGO never reads or writes anything
+        "TORCH_COMPILE_JOB_ID": job_id(nodeid),
+        "OMP_NUM_THREADS": str(threads),
+        CHILD_SPEC_ENV: str(spec_path),
+    })
+    for k in _REMOTE_OFF:
+        env[k] = "0"
+    for k in _LOCAL_ON_BY_DEFAULT:
+        env.setdefault(k, "1")
+    if "USER" not in env and "LOGNAME" not in env:
+        # torch 2.8-2.12 call getpass.getuser() at import without a fallback
+        try:
+            env["USER"] = getpass.getuser()
+        except Exception:
+            env["USER"] = f"uid{os.getuid()}"
+    if phase == "warm":
+        # No compile-worker pool on warm: nothing should compile, and a Triton compile
+        # that does happen runs in-process where the compile listener sees it.
+        # compile_threads is excluded from every cache key (torch 2.5-2.13).
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    env.update(device_env or {})
+    return env

@@ -1,0 +1,66 @@
+"""Cache-key components: normalise, match a warm entry to its cold twin, and say
+which components differ. Pure functions over the child's JSON."""
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any, Dict, Iterable, List, Optional
+
+_ADDR = re.compile(r"0x[0-9a-fA-F]{6,}")
+
+
+def normalize_reason(text: Optional[str]) -> str:
+    """Bypass reasons embed object addresses; strip them so reasons compare."""
+    if not text:
+        return ""
+    return " ".join(_ADDR.sub("0x…", str(text)).split())
+
+
+def component_map(entry: Dict[str, Any]) -> Dict[str, List[Any]]:
+    return {c[0]: c for c in entry.get("components") or []}
+
+
+def best_match(entry: Dict[str, Any], candidates: Iterable[Dict[str, Any]]
+               ) -> Optional[Dict[str, Any]]:
+    """The candidate (same backward flag) sharing most component hashes; a same-key
+    candidate wins outright."""
+    mine = {c[0]: c[1] for c in entry.get("components") or []}
+    best, score = None, -1
+    for cand in candidates:
+        if cand.get("backward") != entry.get("backward"):
+            continue
+        if cand.get("key") and cand.get("key") == entry.get("key"):
+            return cand
+        theirs = component_map(cand)
+        s = sum(1 for k, h in mine.items() if k in theirs and theirs[k][1] == h)
+        if s > score:
+            best, score = cand, s
+    return best
+
+
+def differing_components(a: Dict[str, Any], b: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Components whose hashes differ, by hash (the value text is for humans)."""
+    am, bm = component_map(a), component_map(b)
+    out = []
+    for name in sorted(set(am) | set(bm)):
+        ha = am.get(name, [None, None])[1]
+        hb = bm.get(name, [None, None])[1]
+        if ha != hb:
+            out.append({"component": name,
+                        "cold": am[name][2] if name in am else None,
+                        "warm": bm[name][2] if name in bm else None})
+    return out
+
+
+def graph_code_diff(a: Optional[str], b: Optional[str], limit: int = 40) -> List[str]:
+    """Unified diff of two `gm` component values (newlines are escaped in them)."""
+    if not a or not b:
+        return []
+    lines = list(difflib.unified_diff(a.split("\\n"), b.split("\\n"), "cold", "warm",
+                                      lineterm="", n=1))
+    return lines[:limit] + (["…"] if len(lines) > limit else [])
+
+
+def component_value(entry: Dict[str, Any], name: str) -> Optional[str]:
+    c = component_map(entry).get(name)
+    return None if c is None else str(c[2])

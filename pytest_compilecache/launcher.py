@@ -1,0 +1,74 @@
+"""Start one phase of a check in a fresh interpreter, with a timeout that kills the
+whole process group (compile workers and g++ included).
+
+Launching sits behind `Launcher` so that a faster launcher (a preloaded fork server)
+can replace `SubprocessLauncher` without touching the rest.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional, Protocol, Sequence
+
+STDERR_TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    returncode: Optional[int]
+    timed_out: bool
+    wall_s: float
+    log_path: Path
+
+    def tail(self, lines: int = STDERR_TAIL_LINES) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+class Launcher(Protocol):
+    def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
+            timeout: float) -> LaunchResult: ...
+
+
+class SubprocessLauncher:
+    """`python -m pytest ...` per phase: about 3 s of `import torch` on a GPU box."""
+
+    def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
+            timeout: float) -> LaunchResult:
+        t0 = time.perf_counter()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([sys.executable, *argv], env=dict(env), cwd=cwd,
+                                    stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc)
+            except BaseException:  # KeyboardInterrupt: leave no compile workers behind
+                _kill_group(proc)
+                raise
+            # grandchildren (compile workers) may outlive a child that exited normally
+            _kill_group(proc, only_leftovers=True)
+        return LaunchResult(proc.returncode, timed_out, time.perf_counter() - t0, log_path)
+
+
+def _kill_group(proc: "subprocess.Popen[bytes]", only_leftovers: bool = False) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if not only_leftovers:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass

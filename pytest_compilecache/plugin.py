@@ -1,0 +1,70 @@
+"""pytest glue: options, marker, fixture and the registration of the session
+(controller) or the child plugin (inside a phase process). Nothing else."""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+import pytest
+
+from pytest_compilecache.isolation import CHILD_SPEC_ENV
+from pytest_compilecache.options import Settings, add_options
+
+_SESSION = pytest.StashKey[Any]()
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_compilecache import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("compilecache", "torch.compile cache checks (pytest-compilecache)")
+    add_options(group.addoption, parser.addini)
+
+
+@pytest.hookimpl
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "compile_cache(**compile_kwargs): a torch.compile cache check; with "
+        "--compile-cache-check it is compiled cold then warm in fresh processes and fails "
+        "when a cache layer misses. Keyword arguments go to torch.compile.")
+    spec_path = os.environ.get(CHILD_SPEC_ENV)
+    if spec_path:
+        from pytest_compilecache.child import BodyHooks, ChildPlugin, load_spec
+
+        os.environ.pop(CHILD_SPEC_ENV)  # not for the test's own subprocesses
+        child = ChildPlugin(load_spec(spec_path))
+        child.configure()
+        config.stash[_SESSION] = child
+        config.pluginmanager.register(child, "compilecache-child")
+        config.pluginmanager.register(BodyHooks(child), "compilecache-child-body")
+        return
+    try:
+        settings = Settings.from_config(config)
+    except (ValueError, argparse.ArgumentTypeError) as e:
+        raise pytest.UsageError(str(e)) from None
+    if not settings.check:
+        return
+    from pytest_compilecache.session import CompileCacheSession, XdistHooks
+
+    session = CompileCacheSession(config, settings)
+    config.stash[_SESSION] = session
+    config.pluginmanager.register(session, "compilecache-session")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistHooks(session), "compilecache-xdist")
+
+
+@pytest.fixture
+def compile_cache(request: pytest.FixtureRequest) -> Any:
+    """The check's context: ``.device`` to compile for, ``.phase`` ("cold"/"warm", None
+    outside a check) and ``.record(name, value)`` to compare extra values."""
+    owner = request.config.stash.get(_SESSION, None)
+    if owner is not None and hasattr(owner, "context"):
+        return owner.context()
+    from pytest_compilecache.workload import CheckContext
+
+    return CheckContext()

@@ -1,0 +1,258 @@
+"""In-process observation of torch.compile's cache layers (runs in the child).
+
+Stable hooks only, each feature-detected so torch 2.5-2.13 all work:
+counters (`torch._dynamo.utils.counters`), the structured-trace logger
+`torch.__trace` (cache keys, components, bypass reasons, PGO reads/writes) and,
+on triton >= 3.6, the compilation listener. No pytest import.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from collections import defaultdict
+from typing import Any, Callable, Dict, List, Optional
+
+TRACE_LOGGER = "torch.__trace"
+AOT_LOGGER = "torch._functorch._aot_autograd.autograd_cache"
+COUNTER_GROUPS = ("aot_autograd", "inductor", "dynamo_cache", "stats", "frames")
+_COMPONENT_RE = re.compile(r"^\[([0-9a-z]+)\] ([^:]+?): (.*)$", re.S)
+GM_MAXLEN = 20000
+VALUE_MAXLEN = 200
+
+
+def parse_components(lines: Any) -> List[List[Any]]:
+    """'[hash] name: value' debug lines -> [[name, hash, value]]; graph code kept long."""
+    out: List[List[Any]] = []
+    for line in lines or []:
+        m = _COMPONENT_RE.match(str(line))
+        if not m:
+            continue
+        h, name, value = m.groups()
+        lim = GM_MAXLEN if name == "gm" else VALUE_MAXLEN
+        out.append([name, h, value if len(value) <= lim else value[:lim] + "..."])
+    return out
+
+
+class _TraceHandler(logging.Handler):
+    WANT = ("fx_graph_cache", "aotautograd_cache", "triton_kernel_info")
+
+    def __init__(self, sink: List[Any]) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        meta = getattr(record, "metadata", None)
+        if not isinstance(meta, dict):
+            return
+        art = meta.get("artifact")
+        name = art.get("name") if isinstance(art, dict) else None
+        if not name or not (name.startswith(self.WANT) or name.endswith("code_state")):
+            return
+        payload = getattr(record, "payload", None)
+        data: Any = payload
+        if payload and not name.endswith("code_state"):
+            try:
+                data = json.loads(payload)
+            except Exception:
+                pass
+        cid = (f"{meta.get('frame_id')}/{meta.get('frame_compile_id')}"
+               if "frame_id" in meta else "?")
+        self.sink.append((name, cid, data))
+
+
+class _AotDebugHandler(logging.Handler):
+    """torch 2.12+ computes AOTAutograd key components only for a DEBUG logger."""
+
+    def __init__(self, sink: Dict[str, List[str]]) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.msg
+        if (isinstance(msg, str) and msg.startswith("Autograd graph cache hash details")
+                and isinstance(record.args, tuple) and len(record.args) > 1):
+            body = str(record.args[1])
+            parts = body.split("\n[")
+            self.sink[str(record.args[0])] = [p if i == 0 else "[" + p
+                                              for i, p in enumerate(parts)]
+
+
+def layer_config() -> Dict[str, Any]:
+    """Which layers this torch version has and its config enables, with why not."""
+    import torch
+
+    cfg: Dict[str, Any] = {}
+    ic = _try(lambda: __import__("torch._inductor.config", fromlist=["x"]))
+    fc = _try(lambda: __import__("torch._functorch.config", fromlist=["x"]))
+    dc = _try(lambda: __import__("torch._dynamo.config", fromlist=["x"]))
+    force = bool(getattr(ic, "force_disable_caches", False) or
+                 getattr(getattr(torch.compiler, "config", None), "force_disable_caches", False))
+
+    def state(ok: bool, why: str) -> Dict[str, Any]:
+        if force:
+            return {"enabled": False, "why": "caches force-disabled (TORCHINDUCTOR_FORCE_DISABLE_"
+                                             "CACHES / TORCH_COMPILE_FORCE_DISABLE_CACHES)"}
+        return {"enabled": ok, "why": None if ok else why}
+
+    cfg["fx_graph"] = state(bool(getattr(ic, "fx_graph_cache", False)),
+                            "inductor config fx_graph_cache is off (TORCHINDUCTOR_FX_GRAPH_CACHE=0)")
+    aot_on = getattr(fc, "enable_autograd_cache", None)
+    if aot_on is None:
+        cfg["aot_autograd"] = {"enabled": False,
+                               "why": f"torch {torch.__version__} has no AOTAutograd cache config"}
+    else:
+        cfg["aot_autograd"] = state(bool(aot_on) and cfg["fx_graph"]["enabled"],
+                                    "functorch config enable_autograd_cache is off "
+                                    "(TORCHINDUCTOR_AUTOGRAD_CACHE=0) or the FX cache is off")
+    pgo_on = getattr(dc, "automatic_dynamic_local_pgo", None)
+    if pgo_on is None:
+        cfg["dynamo_pgo"] = {"enabled": False,
+                             "why": f"torch {torch.__version__} has no local PGO (2.6+)"}
+    else:
+        cfg["dynamo_pgo"] = state(bool(pgo_on) and bool(os.environ.get("TORCH_COMPILE_JOB_ID")),
+                                  "automatic_dynamic_local_pgo is off or no job id is set")
+    cfg["autotune"] = state(bool(getattr(ic, "autotune_local_cache", True)),
+                            "inductor config autotune_local_cache is off")
+    cfg["kernels"] = state(True, "")
+    return cfg
+
+
+def _try(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+class CacheObserver:
+    """start() before the workload, stop() after; `record()` is JSON-serialisable."""
+
+    def __init__(self) -> None:
+        self.events: List[Any] = []
+        self.aot_debug: Dict[str, List[str]] = {}
+        self.triton_compiles: List[Dict[str, Any]] = []
+        self.triton_listener = False
+        self._restore: List[Callable[[], None]] = []
+        self._before: Dict[str, Dict[str, int]] = {}
+        self._after: Dict[str, Dict[str, int]] = {}
+        self.wall_s = 0.0
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        from torch._dynamo.utils import counters
+
+        tl = logging.getLogger(TRACE_LOGGER)
+        th = _TraceHandler(self.events)
+        old_level = tl.level
+        tl.addHandler(th)
+        tl.setLevel(logging.DEBUG)
+        self._restore.append(lambda: (tl.removeHandler(th), tl.setLevel(old_level)))
+        al = logging.getLogger(AOT_LOGGER)
+        ah = _AotDebugHandler(self.aot_debug)
+        old = (al.level, al.propagate)
+        al.addHandler(ah)
+        al.setLevel(logging.DEBUG)
+        al.propagate = False  # compute the components, print nothing
+        self._restore.append(lambda: (al.removeHandler(ah), al.setLevel(old[0]),
+                                      setattr(al, "propagate", old[1])))
+        self._install_triton_listener()
+        self._before = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
+        self._t0 = time.perf_counter()
+
+    def _install_triton_listener(self) -> None:
+        try:
+            from triton import knobs  # type: ignore[import-not-found]  # triton >= 3.6
+
+            prev = knobs.compilation.listener
+        except Exception:
+            return
+        sink = self.triton_compiles
+
+        def listener(*, src: Any, metadata: Any, metadata_group: Any, times: Any,
+                     cache_hit: Any, **kw: Any) -> None:
+            name = metadata.get("name") if isinstance(metadata, dict) else None
+            sink.append({"name": name, "cache_hit": bool(cache_hit)})
+            if prev:
+                prev(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
+                     cache_hit=cache_hit, **kw)
+
+        knobs.compilation.listener = listener
+        self._restore.append(lambda: setattr(knobs.compilation, "listener", prev))
+        self.triton_listener = True
+
+    def stop(self) -> None:
+        from torch._dynamo.utils import counters
+
+        self.wall_s = time.perf_counter() - self._t0
+        self._after = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
+        for undo in reversed(self._restore):
+            try:
+                undo()
+            except Exception:
+                pass
+        self._restore.clear()
+
+    def counters(self) -> Dict[str, Dict[str, int]]:
+        out: Dict[str, Dict[str, int]] = {}
+        for g in COUNTER_GROUPS:
+            a, b = self._after.get(g, {}), self._before.get(g, {})
+            d = {k: a[k] - b.get(k, 0) for k in a if a[k] != b.get(k, 0)}
+            if d:
+                out[g] = d
+        return out
+
+    def graphs(self) -> Dict[str, Dict[str, Any]]:
+        graphs: Dict[str, Dict[str, Any]] = defaultdict(
+            lambda: {"fx_graph": [], "aot_autograd": [], "pgo": {"read": 0, "written": 0}})
+        for name, cid, data in self.events:
+            if name.endswith("code_state"):
+                graphs[cid]["pgo"]["read" if name.startswith("get_") else "written"] += 1
+                continue
+            if not name.startswith(("fx_graph_cache", "aotautograd_cache")):
+                continue
+            if not isinstance(data, dict):
+                continue
+            layer = "fx_graph" if name.startswith("fx_graph") else "aot_autograd"
+            state = data.get("cache_state") or name.rsplit("_", 1)[-1]
+            if state not in ("hit", "miss", "bypass"):
+                state = "miss"
+            key = data.get("key")
+            comps = data.get("components") or (
+                self.aot_debug.get(str(key), []) if layer == "aot_autograd" else [])
+            parsed = parse_components(comps)
+            backward = any(c[0] == "fx_kwargs[is_backward]" and c[2].strip() == "True"
+                           for c in parsed)
+            entry = {"key": key, "state": state, "backward": backward,
+                     "bypass_reason": data.get("cache_bypass_reason"),
+                     "detail": data.get("cache_status_detailed"),
+                     "guard_expr": data.get("cache_status_guard_expr"),
+                     "components": parsed}
+            graphs[cid][layer].append(entry)
+        return dict(graphs)
+
+    def kernel_info(self) -> Dict[str, Any]:
+        autotune_states: List[str] = []
+        via_triton = 0
+        for name, _, data in self.events:
+            if name == "triton_kernel_info" and isinstance(data, dict):
+                for v in data.values():
+                    via_triton += 1
+                    if isinstance(v, dict) and v.get("autotune_cache_state"):
+                        autotune_states.append(str(v["autotune_cache_state"]))
+        return {
+            "triton_listener": self.triton_listener,
+            "triton_compiled": (sum(not e["cache_hit"] for e in self.triton_compiles)
+                                if self.triton_listener else None),
+            "triton_disk_hits": (sum(e["cache_hit"] for e in self.triton_compiles)
+                                 if self.triton_listener else None),
+            "kernels_via_triton_compile": via_triton,
+            "autotune_cache_states": autotune_states,
+        }
+
+    def record(self) -> Dict[str, Any]:
+        return {"wall_s": round(self.wall_s, 3), "counters": self.counters(),
+                "graphs": self.graphs(), "kernels": self.kernel_info(),
+                "layer_config": layer_config()}

@@ -1,0 +1,109 @@
+"""Rendering: the failure text of one check, the end-of-session summary table and
+the versioned JSON report. Pure functions from CheckResult to lines / dicts."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+from pytest_compilecache.verdict import LAYERS, CheckResult
+
+SCHEMA = "pytest-compilecache/report"
+SCHEMA_VERSION = 1
+_SHORT = {"dynamo_pgo": "pgo", "aot_autograd": "aot", "fx_graph": "fx", "kernels": "kernels",
+          "autotune": "autotune"}
+
+
+def _s(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def ratio(result: CheckResult) -> Optional[float]:
+    c, w = result.timings.get("cold_s"), result.timings.get("warm_s")
+    return None if not c or w is None else w / c
+
+
+def failure_lines(r: CheckResult) -> List[str]:
+    where = ", ".join(x for x in (r.device_name or r.device, _torch(r)) if x)
+    lines = [f"compile-cache check {r.verdict.upper()}: {r.nodeid}" + (f" ({where})" if where else "")]
+    if r.error:
+        lines += ["", *r.error.splitlines()]
+    if r.layers:
+        lines += ["", f"  {'layer':<13} {'state':<7} {'cold':<24} {'warm':<24}"]
+        for name in LAYERS:
+            lv = r.layers[name]
+            lines.append(f"  {name:<13} {lv.state:<7} {lv.cold:<24} {lv.warm:<24}")
+        why = [(n, reason) for n in LAYERS for reason in r.layers[n].reasons
+               if r.layers[n].state in ("miss", "bypass")]
+        if why:
+            lines += ["", "  why:"]
+            lines += [f"  - {n}: {reason}" for n, reason in why]
+        for n in LAYERS:
+            for f in r.layers[n].files[:8]:
+                lines.append(f"    warm wrote ({n}): {f}")
+        for row in r.graphs:
+            if row.get("graph_code_diff"):
+                lines += ["", f"  graph code diff, {row['layer']} graph {row['compile_id']}:"]
+                lines += ["    " + x for x in row["graph_code_diff"]]
+    other = [p for p in r.problems if not p.split(":")[0] in LAYERS]
+    if other:
+        lines += ["", *[f"  {p}" for p in other]]
+    out = r.outputs or {}
+    if out.get("warm_vs_cold"):
+        c = out["warm_vs_cold"]
+        lines.append(f"  outputs: warm vs cold ({c.get('mode')}): "
+                     f"{'equal' if c.get('ok') else 'DIFFER'} ({c.get('compared')} compared)")
+    lines += [f"  note: {n}" for n in r.notes]
+    if r.timings.get("cold_s") is not None:
+        lines.append(f"  compile+run: cold {_s(r.timings.get('cold_s'))} s, warm "
+                     f"{_s(r.timings.get('warm_s'))} s")
+    if r.cache_root:
+        lines.append(f"  cache root kept: {r.cache_root}")
+    return lines
+
+
+def _torch(r: CheckResult) -> str:
+    v = (r.versions or {}).get("torch")
+    return f"torch {v}" if v else ""
+
+
+def summary_lines(results: Sequence[CheckResult]) -> List[str]:
+    if not results:
+        return []
+    width = min(60, max(len("check"), *(len(r.nodeid) for r in results)))
+    head = f"{'check':<{width}} {'verdict':<7} " + " ".join(
+        f"{_SHORT[n]:<8}" for n in LAYERS) + f" {'cold s':>7} {'warm s':>7} {'warm/cold':>9}"
+    lines = [head]
+    for r in results:
+        name = r.nodeid if len(r.nodeid) <= width else "…" + r.nodeid[-(width - 1):]
+        cells = " ".join(f"{(r.layers[n].state if n in r.layers else '-'):<8}" for n in LAYERS)
+        q = ratio(r)
+        lines.append(f"{name:<{width}} {r.verdict:<7} {cells} {_s(r.timings.get('cold_s')):>7} "
+                     f"{_s(r.timings.get('warm_s')):>7} {('-' if q is None else f'{q:.2f}'):>9}")
+    devices = sorted({r.device for r in results if r.device})
+    if devices == ["cpu"]:
+        lines.append("note: checks ran on CPU (no CUDA device in the check process, or "
+                     "--compile-cache-device=cpu); Triton and GPU autotune layers were not exercised")
+    return lines
+
+
+def build_report(results: Iterable[CheckResult], settings: Dict[str, Any],
+                 plugin_version: str) -> Dict[str, Any]:
+    checks = [r.to_json() for r in results]
+    counts = {v: sum(1 for c in checks if c["verdict"] == v) for v in ("pass", "fail", "error")}
+    return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "plugin_version": plugin_version, "settings": settings, "summary": counts,
+            "checks": checks}
+
+
+def write_report(path: str, report: Dict[str, Any]) -> None:
+    """Atomic: a reader (or an interrupted session) never sees half a file."""
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, indent=1, default=str)
+        f.write("\n")
+    os.replace(tmp, path)

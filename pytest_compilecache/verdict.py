@@ -1,0 +1,330 @@
+"""Per-layer verdict of one check from its cold and warm child results.
+
+Pure: takes the children's JSON and the file snapshots, returns a CheckResult.
+A layer is `hit`, `miss`, `bypass` or `n/a` (torch lacks it, config disables it, or
+the workload never reached it); n/a is never a pass on its own, and a check whose
+warm run shows no cache event at all fails.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Set
+
+from pytest_compilecache import files as fs
+from pytest_compilecache import keys
+
+LAYERS = ("dynamo_pgo", "aot_autograd", "fx_graph", "kernels", "autotune")
+KEYED = ("aot_autograd", "fx_graph")
+
+
+@dataclass
+class LayerVerdict:
+    state: str                 # hit | miss | bypass | n/a
+    cold: str = ""             # what the cold run did, e.g. "miss 2, saved 2"
+    warm: str = ""             # what the warm run did
+    reasons: List[str] = field(default_factory=list)
+    files: List[str] = field(default_factory=list)  # files the warm run added
+
+
+@dataclass
+class CheckResult:
+    nodeid: str
+    verdict: str               # pass | fail | error
+    device: Optional[str] = None
+    device_name: Optional[str] = None
+    form: Optional[str] = None
+    versions: Dict[str, Any] = field(default_factory=dict)
+    layers: Dict[str, LayerVerdict] = field(default_factory=dict)
+    graphs: List[Dict[str, Any]] = field(default_factory=list)
+    outputs: Dict[str, Any] = field(default_factory=dict)
+    timings: Dict[str, Optional[float]] = field(default_factory=dict)
+    problems: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    error: Optional[str] = None
+    cache_root: Optional[str] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> "CheckResult":
+        d = dict(data)
+        d["layers"] = {k: LayerVerdict(**v) for k, v in (d.get("layers") or {}).items()}
+        return cls(**d)
+
+
+def error_result(nodeid: str, phase: str, why: str, log_tail: str,
+                 timings: Dict[str, Optional[float]]) -> CheckResult:
+    text = f"{phase} phase {why}"
+    if log_tail:
+        text += "\n--- last lines of its output ---\n" + log_tail
+    return CheckResult(nodeid=nodeid, verdict="error", error=text, timings=timings)
+
+
+def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs.Snapshot,
+          warm_new: List[str], timings: Dict[str, Optional[float]]) -> CheckResult:
+    cold_files = fs.by_layer(cold_snap)
+    warm_files = fs.by_layer(warm_new)
+    saved = fs.saved_keys(cold_snap)
+    cc, wc = cold.get("cache") or {}, warm.get("cache") or {}
+    config = wc.get("layer_config") or {}
+    res = CheckResult(nodeid=nodeid, verdict="pass", device=warm.get("device"),
+                      device_name=warm.get("device_name"), form=warm.get("form"),
+                      versions=warm.get("versions") or {}, timings=timings)
+    precompiled = _count(wc, "dynamo_cache", "dynamo_cache_hit") > 0
+    for layer in KEYED:
+        res.layers[layer] = _keyed_layer(layer, cc, wc, config.get(layer), saved, precompiled)
+    res.layers["dynamo_pgo"] = _pgo_layer(cc, wc, config.get("dynamo_pgo"))
+    res.layers["kernels"] = _kernels_layer(cc, wc, cold_files.get("kernels", []))
+    res.layers["autotune"] = _autotune_layer(cc, wc, cold_files.get("autotune", []))
+    for layer, paths in warm_files.items():
+        if layer == "other":
+            continue
+        lv = res.layers[layer]
+        lv.files = paths
+        if lv.state in ("hit", "n/a"):
+            lv.state = "miss"
+            lv.reasons.append(f"the warm run wrote {len(paths)} new file(s) for this layer")
+    if warm_files.get("other"):
+        res.notes.append(f"warm run wrote {len(warm_files['other'])} file(s) no cache layer "
+                         f"explains: " + ", ".join(warm_files["other"][:5]))
+    res.graphs = _graph_rows(cc, wc, saved)
+    _outputs(res, cold, warm)
+    for name in LAYERS:
+        lv = res.layers[name]
+        if lv.state in ("miss", "bypass"):
+            res.problems.append(f"{name}: {lv.state}" + (f" - {lv.reasons[0]}" if lv.reasons else ""))
+    if not any(lv.state == "hit" for lv in res.layers.values()) and not precompiled:
+        res.problems.append("no cache events at all: the warm run hit no cache layer (caches "
+                            "disabled, a backend other than inductor, or nothing compiled)")
+    if res.problems:
+        res.verdict = "fail"
+    return res
+
+
+def _count(rec: Dict[str, Any], group: str, name: str) -> int:
+    return int(((rec.get("counters") or {}).get(group) or {}).get(name, 0))
+
+
+def _entries(rec: Dict[str, Any], layer: str) -> List[Dict[str, Any]]:
+    out = []
+    for cid, g in (rec.get("graphs") or {}).items():
+        for e in g.get(layer, []):
+            out.append({**e, "compile_id": cid})
+    return out
+
+
+def _tally(entries: List[Dict[str, Any]], saved: Optional[Set[str]] = None) -> str:
+    n: Dict[str, int] = defaultdict(int)
+    for e in entries:
+        n[e["state"]] += 1
+    parts = [f"{k} {n[k]}" for k in ("hit", "miss", "bypass") if n.get(k)]
+    if saved is not None:
+        s = sum(1 for e in entries if e["state"] == "miss" and e.get("key") in saved)
+        if n.get("miss"):
+            parts.append(f"saved {s}")
+    return ", ".join(parts) or "no events"
+
+
+def _keyed_layer(layer: str, cc: Dict[str, Any], wc: Dict[str, Any], cfg: Optional[Dict[str, Any]],
+                 saved: Set[str], precompiled: bool) -> LayerVerdict:
+    ce, we = _entries(cc, layer), _entries(wc, layer)
+    lv = LayerVerdict(state="hit", cold=_tally(ce, saved), warm=_tally(we))
+    if cfg is not None and not cfg.get("enabled", True):
+        lv.state, lv.reasons = "n/a", [cfg.get("why") or "disabled"]
+        if we:
+            lv.state = "miss" if any(e["state"] != "hit" for e in we) else "hit"
+        return lv
+    if precompiled and not we:
+        lv.state, lv.reasons = "n/a", ["served by the Dynamo precompile cache"]
+        return lv
+    if not we and not ce:
+        lv.state, lv.reasons = "n/a", ["the workload never reached this cache"]
+        return lv
+    if not we:
+        lv.state, lv.reasons = "miss", ["the warm run made no lookup although cold did"]
+        return lv
+    bypass = [e for e in we if e["state"] == "bypass"]
+    miss = [e for e in we if e["state"] == "miss"]
+    if bypass:
+        lv.state = "bypass"
+        lv.reasons = list(dict.fromkeys(
+            f"graph {e['compile_id']}: torch bypassed the cache: "
+            f"{keys.normalize_reason(e.get('bypass_reason')) or 'no reason given'}" for e in bypass))
+    if miss:
+        lv.state = "miss" if not bypass else lv.state
+        lv.reasons += [explain_miss(layer, e, ce, cc, saved) for e in miss]
+    return lv
+
+
+def explain_miss(layer: str, e: Dict[str, Any], cold_entries: List[Dict[str, Any]],
+                 cold_rec: Dict[str, Any], saved: Set[str]) -> str:
+    where = f"graph {e['compile_id']}{' (backward)' if e.get('backward') else ''}"
+    if e.get("detail") == "guard_miss":
+        return f"{where}: an entry exists but its shape guards failed: {e.get('guard_expr')}"
+    twin = keys.best_match(e, cold_entries)
+    if twin is None:
+        return f"{where}: no cold entry to compare with (cold compiled other graphs)"
+    if twin.get("key") == e.get("key"):
+        if e.get("key") in saved:
+            return (f"{where}: same key as the entry cold saved, yet warm missed: a corrupt "
+                    f"or unreadable entry, not key drift")
+        return f"{where}: never saved: " + never_saved_cause(layer, twin, cold_rec)
+    diffs = keys.differing_components(twin, e)
+    if not diffs:
+        return f"{where}: key differs from cold graph {twin['compile_id']} but no component does"
+    shown = []
+    for d in diffs[:6]:
+        if d["component"] == "gm":
+            shown.append("gm (graph code differs)")
+        else:
+            shown.append(f"{d['component']}: {d['cold']} -> {d['warm']}")
+    more = f" (+{len(diffs) - 6} more)" if len(diffs) > 6 else ""
+    return f"{where}: key drifted from cold graph {twin['compile_id']}: " + "; ".join(shown) + more
+
+
+def never_saved_cause(layer: str, cold_entry: Dict[str, Any], cold_rec: Dict[str, Any]) -> str:
+    if layer == "aot_autograd":
+        grad = (keys.component_value(cold_entry, "grad_enabled") or "").strip()
+        cid = cold_entry.get("compile_id")
+        bwd = any(x.get("backward") for x in ((cold_rec.get("graphs") or {}).get(cid) or {})
+                  .get("fx_graph", []))
+        if grad == "True" and not bwd:
+            return ("the forward ran with grad enabled and no backward ran: AOTAutograd saves "
+                    "a training graph only when its backward is compiled (lazily, at the first "
+                    ".backward()). Serve it under torch.no_grad()/torch.inference_mode(), or "
+                    "run a backward in the check (ModelCase(train=True))")
+        return "cold missed and wrote no entry (the save failed or was skipped)"
+    errs = _count(cold_rec, "inductor", "fxgraph_cache_pickle_error") + \
+        _count(cold_rec, "inductor", "fxgraph_cache_write_error")
+    if errs:
+        return f"cold could not write the entry ({errs} pickle/write error(s))"
+    return "cold missed and wrote no entry"
+
+
+def _pgo_layer(cc: Dict[str, Any], wc: Dict[str, Any], cfg: Optional[Dict[str, Any]]) -> LayerVerdict:
+    def io(rec: Dict[str, Any]) -> Dict[str, int]:
+        n = {"read": 0, "written": 0}
+        for g in (rec.get("graphs") or {}).values():
+            for k in n:
+                n[k] += (g.get("pgo") or {}).get(k, 0)
+        return n
+
+    c, w = io(cc), io(wc)
+    lv = LayerVerdict(state="hit", cold=f"written {c['written']}", warm=f"read {w['read']}")
+    if cfg is not None and not cfg.get("enabled", True):
+        return LayerVerdict("n/a", lv.cold, lv.warm, [cfg.get("why") or "disabled"])
+    if not c["written"] and not w["read"]:
+        return LayerVerdict("n/a", lv.cold, lv.warm, ["no profile state was written"])
+    if c["written"] and not w["read"]:
+        return LayerVerdict("miss", lv.cold, lv.warm,
+                            ["cold wrote PGO state but the warm run never read it "
+                             "(TORCH_COMPILE_JOB_ID or cache_key_tag differ?)"])
+    cold_n, warm_n = _compiles_per_frame(cc), _compiles_per_frame(wc)
+    for frame, n in sorted(warm_n.items()):
+        if n > 1 and n >= cold_n.get(frame, 0):
+            lv.state = "miss"
+            lv.reasons.append(
+                f"frame {frame}: the profile was read yet warm recompiled it {n} times, as "
+                f"cold did: the saved profile did not apply (its CodeId differs per process, "
+                f"e.g. a closure on torch 2.12+ with Python <= 3.11)")
+    if sum(warm_n.values()) > sum(cold_n.values()):
+        lv.state = "miss"
+        lv.reasons.append(f"warm compiled {sum(warm_n.values())} graphs, cold ended with "
+                          f"{sum(cold_n.values())}")
+    return lv
+
+
+def _compiles_per_frame(rec: Dict[str, Any]) -> Dict[str, int]:
+    n: Dict[str, int] = defaultdict(int)
+    for cid, g in (rec.get("graphs") or {}).items():
+        if "/" in cid and (g.get("fx_graph") or g.get("aot_autograd")):
+            n[cid.split("/")[0]] += 1
+    return dict(n)
+
+
+def _kernels_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_kernel_files: List[str]
+                   ) -> LayerVerdict:
+    ck, wk = cc.get("kernels") or {}, wc.get("kernels") or {}
+    lv = LayerVerdict(state="hit", cold=f"{len(cold_kernel_files)} file(s) built")
+    warm_compiled = wk.get("triton_compiled") or 0
+    lv.warm = "no new file"
+    if wk.get("triton_listener"):
+        lv.warm += f", {warm_compiled} Triton compile(s)"
+    if not cold_kernel_files and not ck.get("kernels_via_triton_compile"):
+        lv.state, lv.reasons = "n/a", ["cold compiled no C++ or Triton kernel"]
+    if warm_compiled:
+        lv.state = "miss"
+        lv.reasons.append(f"the warm run compiled {warm_compiled} Triton kernel(s) from source")
+    return lv
+
+
+def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str]) -> LayerVerdict:
+    def benches(rec: Dict[str, Any]) -> int:
+        return (_count(rec, "inductor", "select_algorithm_autotune")
+                + _count(rec, "inductor", "coordesc_tuning_bench")
+                + sum(1 for s in (rec.get("kernels") or {}).get("autotune_cache_states", [])
+                      if s == "miss"))
+
+    cb, wb = benches(cc), benches(wc)
+    lv = LayerVerdict(state="hit", cold=f"{cb} benchmark(s)", warm=f"{wb} benchmark(s)")
+    if not cb and not cold_files:
+        lv.state, lv.reasons = "n/a", ["no autotuning ran cold (max-autotune off, or one config)"]
+    if wb:
+        lv.state = "miss"
+        lv.reasons.append(f"the warm run re-benchmarked {wb} time(s)")
+    return lv
+
+
+def _graph_rows(cc: Dict[str, Any], wc: Dict[str, Any], saved: Set[str]) -> List[Dict[str, Any]]:
+    rows = []
+    for layer in KEYED:
+        ce = _entries(cc, layer)
+        for phase, entries in (("cold", ce), ("warm", _entries(wc, layer))):
+            for e in entries:
+                row = {"phase": phase, "layer": layer, "compile_id": e["compile_id"],
+                       "backward": e.get("backward", False), "state": e["state"],
+                       "key": e.get("key"), "components": e.get("components") or []}
+                if phase == "cold" and e["state"] == "miss":
+                    row["saved"] = e.get("key") in saved
+                if e.get("bypass_reason"):
+                    row["bypass_reason"] = keys.normalize_reason(e["bypass_reason"])
+                if phase == "warm" and e["state"] != "hit":
+                    twin = keys.best_match(e, ce)
+                    if twin is not None and twin.get("key") != e.get("key"):
+                        row["drift"] = keys.differing_components(twin, e)
+                        gm = next((d for d in row["drift"] if d["component"] == "gm"), None)
+                        if gm:
+                            row["graph_code_diff"] = keys.graph_code_diff(gm["cold"], gm["warm"])
+                rows.append(row)
+    return rows
+
+
+def _outputs(res: CheckResult, cold: Dict[str, Any], warm: Dict[str, Any]) -> None:
+    cmp_cold = warm.get("compare_cold")
+    res.outputs = {"count": len(warm.get("outputs") or {}),
+                   "warm_vs_cold": cmp_cold, "cold_vs_eager": cold.get("compare_eager"),
+                   "warm_vs_eager": warm.get("compare_eager")}
+    if cmp_cold is None:
+        res.problems.append("outputs: the warm run produced no comparison with cold")
+    elif not cmp_cold.get("ok"):
+        names = ", ".join(m["name"] + (f" ({m['message']})" if m.get("message") else "")
+                          for m in cmp_cold["mismatches"][:4])
+        res.problems.append(f"outputs: warm differs from cold ({cmp_cold.get('mode')}): {names}"
+                            " - a stale or corrupt cache entry returns other numbers")
+    for phase, cmp in (("cold", cold.get("compare_eager")), ("warm", warm.get("compare_eager"))):
+        if not cmp:
+            continue
+        if cmp.get("ok") is None and cmp.get("note"):
+            note = f"eager comparison skipped: {cmp['note']}"
+            if note not in res.notes:
+                res.notes.append(note)
+        elif not cmp.get("ok"):
+            first = cmp["mismatches"][0]
+            res.problems.append(f"outputs: {phase} compiled differs from eager in "
+                                f"{len(cmp['mismatches'])} output(s); first {first['name']}: "
+                                f"{first['message'].splitlines()[0] if first.get('message') else ''}")
+    if not warm.get("outputs"):
+        res.notes.append("the workload returned no tensors to compare; record values with "
+                         "the compile_cache fixture's record()")

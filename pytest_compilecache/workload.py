@@ -1,0 +1,277 @@
+"""The compiled workload of a check, its eager reference and output comparison.
+
+Runs in the child (imports torch lazily); no pytest import.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from pytest_compilecache.case import ModelCase
+
+Outputs = Dict[str, Any]  # name -> cpu tensor
+
+
+def resolve_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--compile-cache-device=cuda but torch.cuda.is_available() is "
+                           "False in the check process; use --compile-cache-device=cpu or auto")
+    return requested
+
+
+def flatten(prefix: str, value: Any, out: Outputs) -> None:
+    """Detached CPU copies of every tensor in `value`, taken at once (CUDA-graph
+    outputs are overwritten by the next replay)."""
+    import torch
+    from torch.utils._pytree import tree_flatten_with_path, keystr  # type: ignore[attr-defined]
+
+    try:
+        leaves, _ = tree_flatten_with_path(value)
+        named = [(keystr(p), leaf) for p, leaf in leaves]
+    except Exception:
+        named = [("", value)]
+    if hasattr(value, "items") and not named:
+        named = [(f"[{k!r}]", v) for k, v in value.items()]
+    for path, leaf in named:
+        if isinstance(leaf, torch.Tensor):
+            out[prefix + path] = leaf.detach().to("cpu", copy=True)
+        elif isinstance(leaf, (bool, int, float)):
+            out[prefix + path] = torch.tensor(leaf)
+
+
+def digest(t: Any) -> str:
+    h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
+    if t.numel():
+        h.update(t.contiguous().reshape(-1).view(_uint8()).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _uint8() -> Any:
+    import torch
+
+    return torch.uint8
+
+
+def describe(outputs: Outputs) -> Dict[str, Dict[str, Any]]:
+    return {n: {"digest": digest(t), "dtype": str(t.dtype).replace("torch.", ""),
+                "shape": list(t.shape)} for n, t in outputs.items()}
+
+
+def compare_with_eager(compiled: Outputs, eager: Outputs) -> Dict[str, Any]:
+    """torch.testing.assert_close defaults: dtype-aware tolerances."""
+    import torch
+
+    mismatches: List[Dict[str, str]] = []
+    for name in sorted(set(compiled) | set(eager)):
+        if name not in compiled or name not in eager:
+            mismatches.append({"name": name, "message": "present in only one of compiled/eager"})
+            continue
+        try:
+            torch.testing.assert_close(compiled[name], eager[name], equal_nan=True)
+        except AssertionError as e:
+            mismatches.append({"name": name, "message": _short(str(e))})
+    return {"ok": not mismatches, "compared": len(compiled), "mismatches": mismatches}
+
+
+def compare_with_cold(warm: Outputs, cold: Outputs,
+                      tolerance: Optional[Tuple[float, float]]) -> Dict[str, Any]:
+    import torch
+
+    mismatches: List[Dict[str, Any]] = []
+    for name in sorted(set(warm) | set(cold)):
+        w, c = warm.get(name), cold.get(name)
+        if w is None or c is None:
+            mismatches.append({"name": name, "message": "present in only one of cold/warm"})
+            continue
+        if w.dtype != c.dtype or w.shape != c.shape:
+            mismatches.append({"name": name, "message":
+                               f"cold {c.dtype}{list(c.shape)} vs warm {w.dtype}{list(w.shape)}"})
+            continue
+        if tolerance is None:
+            same = digest(w) == digest(c)
+        else:
+            same = bool(torch.allclose(w.double(), c.double(), atol=tolerance[0],
+                                       rtol=tolerance[1], equal_nan=True)) \
+                if w.is_floating_point() or w.is_complex() else bool(torch.equal(w, c))
+        if not same:
+            diff = None
+            if w.is_floating_point():
+                diff = float((w.double() - c.double()).abs().nan_to_num(0).max()) if w.numel() else 0.0
+            mismatches.append({"name": name, "max_abs_diff": diff,
+                               "message": "differs" + (f" (max abs diff {diff:.3g})"
+                                                       if diff is not None else "")})
+    return {"ok": not mismatches, "compared": len(cold),
+            "mode": "bitwise" if tolerance is None else f"atol={tolerance[0]},rtol={tolerance[1]}",
+            "mismatches": mismatches}
+
+
+def _short(text: str, lines: int = 6) -> str:
+    return "\n".join(text.strip().splitlines()[:lines])
+
+
+class Recorder:
+    """Collects outputs of every compiled callable (test-body form) and values that
+    the test records itself; names are positional so cold, warm and eager line up."""
+
+    def __init__(self) -> None:
+        self.outputs: Outputs = {}
+        self._calls = 0
+        self.active = False
+
+    def reset(self) -> None:
+        self.outputs = {}
+        self._calls = 0
+
+    def record_call(self, label: str, value: Any) -> None:
+        if self.active:
+            flatten(f"call{self._calls}:{label}", value, self.outputs)
+            self._calls += 1
+
+    def record(self, name: str, value: Any) -> None:
+        if self.active:
+            flatten(f"record:{name}", value, self.outputs)
+
+
+def patch_torch_compile(recorder: Recorder) -> Callable[[], None]:
+    """Wrap torch.compile so each compiled callable's outputs are recorded."""
+    import torch
+
+    original = torch.compile
+
+    @functools.wraps(original)
+    def compile_and_record(model: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if model is None:  # @torch.compile(mode=...) used as a decorator factory
+            return lambda m: compile_and_record(m, *args, **kwargs)
+        compiled = original(model, *args, **kwargs)
+        label = _label(model)
+        if isinstance(compiled, torch.nn.Module):
+            compiled.register_forward_hook(lambda mod, a, out: recorder.record_call(label, out))
+            return compiled
+
+        @functools.wraps(compiled)
+        def call(*a: Any, **kw: Any) -> Any:
+            out = compiled(*a, **kw)
+            recorder.record_call(label, out)
+            return out
+
+        return call
+
+    torch.compile = compile_and_record  # type: ignore[assignment]
+    return lambda: setattr(torch, "compile", original)
+
+
+def _label(obj: Any) -> str:
+    if hasattr(obj, "__qualname__"):
+        return str(obj.__qualname__)
+    return type(obj).__name__
+
+
+@contextlib.contextmanager
+def force_eager() -> Iterator[Optional[str]]:
+    """Run torch.compile'd code eagerly; yields None, or why that is impossible."""
+    import torch
+
+    set_stance = getattr(getattr(torch, "compiler", None), "set_stance", None)
+    if set_stance is None:
+        yield f"torch {torch.__version__} has no torch.compiler.set_stance (2.6+)"
+        return
+    with set_stance("force_eager"):
+        yield None
+
+
+def _to(value: Any, device: str) -> Any:
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
+
+
+def prepare_case(case: ModelCase, device: str) -> Tuple[Any, Tuple[Any, ...], Dict[str, Any]]:
+    model = case.model.to(device)
+    model.train(case.train)
+    return model, tuple(_to(list(case.example_inputs), device)), _to(dict(case.example_kwargs),
+                                                                      device)
+
+
+def run_case_step(fn: Callable[..., Any], model: Any, case: ModelCase, inputs: Tuple[Any, ...],
+                  kwargs: Dict[str, Any], prefix: str) -> Outputs:
+    """One forward (and backward when training) of `fn`; returns outputs and grads."""
+    import torch
+
+    out: Outputs = {}
+    for p in model.parameters():
+        p.grad = None
+    ctx = torch.no_grad() if case.no_grad else contextlib.nullcontext()
+    with ctx:
+        result = fn(*inputs, **kwargs)
+    flatten(prefix + "output", result, out)
+    if case.train:
+        if case.loss_fn is not None:
+            loss = case.loss_fn(result)
+        else:
+            from torch.utils._pytree import tree_leaves
+
+            parts = [t.float().sum() for t in tree_leaves(result)
+                     if isinstance(t, torch.Tensor) and t.requires_grad]
+            if not parts:
+                raise RuntimeError("ModelCase(train=True): the model returned no tensor that "
+                                   "requires grad; pass loss_fn= to say what to backpropagate")
+            loss = torch.stack(parts).sum()
+        loss.backward()
+        for name, p in model.named_parameters():
+            if p.grad is not None:
+                out[f"{prefix}grad.{name}"] = p.grad.detach().to("cpu", copy=True)
+    _sync(model)
+    return out
+
+
+def _sync(model: Any) -> None:
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def snapshot_state(model: Any) -> Dict[str, Any]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def save_outputs(outputs: Outputs, path: str) -> None:
+    import torch
+
+    torch.save(outputs, path)
+
+
+def load_outputs(path: str) -> Outputs:
+    """Our own cold phase wrote this into the check's private root; weights_only still."""
+    import torch
+
+    return torch.load(path, weights_only=True)
+
+
+class CheckContext:
+    """What the `compile_cache` fixture gives a test: the device a check compiles for,
+    the phase (None outside a check) and `record()` for extra values to compare."""
+
+    def __init__(self, device: Optional[str] = None, phase: Optional[str] = None,
+                 recorder: Optional[Recorder] = None) -> None:
+        self._device = device
+        self.phase = phase
+        self._recorder = recorder
+
+    @property
+    def device(self) -> str:
+        if self._device is None:
+            self._device = resolve_device("auto")
+        return self._device
+
+    def record(self, name: str, value: Any) -> None:
+        """Compare `value` (tensors, nested) between cold, warm and eager runs."""
+        if self._recorder is not None:
+            self._recorder.record(name, value)
