@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,21 @@ class CacheRoot:
         for d in (root.inductor, root.triton, root.tmp, root.phases):
             d.mkdir(mode=0o700)
         return root
+
+
+def share_precompiled_headers(root: CacheRoot, env: Mapping[str, str], shared: Path) -> None:
+    """Point this root's precompiled-header dir (torch 2.8+, under $TMPDIR, not the
+    Inductor cache dir) at one dir shared by the session's checks. The PCH is
+    content-addressed and file-locked and is in no cache key; sharing saves ~5 s of
+    g++ per cold phase. The link is not followed by file snapshots."""
+    user = next((env[k] for k in ("LOGNAME", "USER", "LNAME", "USERNAME") if env.get(k)), "")
+    user = re.sub(r'[\\/:*?"<>|]', "_", user) or f"uid_{os.getuid()}"
+    base = root.tmp / f"torchinductor_{user}"
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    shared.mkdir(mode=0o700, parents=True, exist_ok=True)
+    link = base / "precompiled_headers"
+    if not link.exists():
+        link.symlink_to(shared, target_is_directory=True)
 
 
 def job_id(nodeid: str) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_compilecache import files as fs
 from pytest_compilecache import report
-from pytest_compilecache.isolation import CacheRoot, phase_env
+from pytest_compilecache.isolation import CacheRoot, phase_env, share_precompiled_headers
 from pytest_compilecache.launcher import Launcher, SubprocessLauncher
 from pytest_compilecache.options import Settings
 from pytest_compilecache.verdict import CheckResult, error_result, judge
@@ -67,6 +67,7 @@ class CompileCacheSession:
         self.settings = settings
         self.launcher: Launcher = launcher or SubprocessLauncher()
         self.results: List[CheckResult] = []
+        self._shared_pch: Optional[Path] = None
 
     # -- collection ------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -91,7 +92,7 @@ class CompileCacheSession:
                 break
             recs[phase] = rec
             if phase == "cold":
-                self.config.hook.pytest_compilecache_between_phases(item=item,
+                item.ihook.pytest_compilecache_between_phases(item=item,
                                                                     cache_root=root.path)
                 snaps["cold"] = fs.snapshot(root.watched)
         if result is None:
@@ -115,6 +116,8 @@ class CompileCacheSession:
         spec_path = root.phases / f"{phase}-spec.json"
         spec_path.write_text(json.dumps(spec))
         env = phase_env(os.environ, root, item.nodeid, phase, self.settings.threads, spec_path)
+        if phase == "cold":
+            share_precompiled_headers(root, env, self._pch_dir())
         launched = self.launcher.run(self._child_argv(item, root, phase), env,
                                      str(self.config.invocation_params.dir),
                                      root.phases / f"{phase}.log", self.settings.timeout)
@@ -134,6 +137,11 @@ class CompileCacheSession:
             return rec, error_result(item.nodeid, phase, "failed:\n" + rec["error"].rstrip(),
                                      "" if rec.get("ran") else launched.tail(), timings)
         return rec, None
+
+    def _pch_dir(self) -> Path:
+        if self._shared_pch is None:
+            self._shared_pch = CacheRoot.create("shared-pch", self.settings.root).path
+        return self._shared_pch
 
     def _child_argv(self, item: CheckItem, root: CacheRoot, phase: str) -> List[str]:
         nodeid = item.nodeid
@@ -162,6 +170,8 @@ class CompileCacheSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
+        if self._shared_pch is not None:
+            shutil.rmtree(self._shared_pch, ignore_errors=True)
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:  # xdist worker: the controller reports
             workeroutput["compile_cache_results"] = json.dumps(

@@ -83,6 +83,7 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
             continue
         lv = res.layers[layer]
         lv.files = paths
+        lv.warm = f"{len(paths)} new file(s)"
         if lv.state in ("hit", "n/a"):
             lv.state = "miss"
             lv.reasons.append(f"the warm run wrote {len(paths)} new file(s) for this layer")

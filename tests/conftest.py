@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+# One tiny model module shared by the model repos the tests build.
+MODELS = '''
+import torch
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(16, 16)
+        self.l2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.l2(torch.relu(self.l1(x)))
+
+
+class Scaled(torch.nn.Module):
+    """Its generated kernel carries the literal 2.5 (the corruption test edits it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.relu(self.l1(x)) * 2.5 + 1.0
+
+
+class Broken(torch.nn.Module):
+    """A graph break: two compiled graphs."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(16, 16)
+        self.l2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.l1(x))
+        torch._dynamo.graph_break()
+        return self.l2(h.sin())
+'''
+
+
+class RepoRun:
+    """A finished `pytest --compile-cache-check` session over a written model repo."""
+
+    def __init__(self, proc: subprocess.CompletedProcess, report: Optional[Dict[str, Any]]):
+        self.ret = proc.returncode
+        self.out = proc.stdout + proc.stderr
+        self.report = report
+
+    def check(self, name: str) -> Dict[str, Any]:
+        assert self.report is not None, self.out[-3000:]
+        found = [c for c in self.report["checks"] if c["nodeid"].endswith("::" + name)]
+        assert found, f"no check {name} in report:\n{self.out[-3000:]}"
+        return found[0]
+
+
+def run_repo(path: Path, files: Dict[str, str], *args: str, timeout: float = 900) -> RepoRun:
+    """Write a model repo into `path` and run pytest on it in a fresh process, as a
+    user would (pytester.runpytest_subprocess, but shareable across a module)."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "models.py").write_text(MODELS)
+    (path / "pytest.ini").write_text("[pytest]\n")
+    for name, text in files.items():
+        (path / name).write_text(textwrap.dedent(text))
+    report = path / "report.json"
+    env = {**os.environ, "PYTHONPATH": str(path)}
+    env.pop("PYTEST_ADDOPTS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA",
+         "--compile-cache-check", f"--compile-cache-report={report}", *args],
+        cwd=path, env=env, capture_output=True, text=True, timeout=timeout)
+    data = json.loads(report.read_text()) if report.exists() else None
+    return RepoRun(proc, data)

@@ -1,0 +1,157 @@
+"""Real cold/warm checks of tiny models on CPU Inductor: what must hit, hits; the
+classic never-saved AOTAutograd entry is caught with its cause."""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from conftest import RepoRun, run_repo
+
+pytestmark = pytest.mark.slow
+
+TESTS = '''
+import pytest
+import torch
+
+from models import MLP, Broken
+from pytest_compilecache import ModelCase
+
+
+@pytest.fixture
+def mlp_inference():
+    return ModelCase(MLP(), example_inputs=(torch.randn(4, 16),))
+
+
+@pytest.fixture
+def mlp_training():
+    return ModelCase(MLP(), example_inputs=(torch.randn(4, 16),), train=True)
+
+
+@pytest.fixture
+def mlp_forward_with_grad():
+    return ModelCase(MLP(), example_inputs=(torch.randn(4, 16),), no_grad=False)
+
+
+@pytest.fixture
+def broken_training():
+    return ModelCase(Broken(), example_inputs=(torch.randn(4, 16),), train=True)
+
+
+@pytest.mark.compile_cache
+def test_inference(mlp_inference):
+    ...
+
+
+@pytest.mark.compile_cache
+def test_training(mlp_training):
+    ...
+
+
+@pytest.mark.compile_cache
+def test_graph_break(broken_training):
+    ...
+
+
+@pytest.mark.compile_cache
+def test_forward_without_backward(mlp_forward_with_grad):
+    ...
+
+
+@pytest.mark.compile_cache
+def test_body(compile_cache):
+    model = MLP().to(compile_cache.device).eval()
+    x = torch.randn(4, 16, device=compile_cache.device)
+    with torch.no_grad():
+        y = torch.compile(model)(x)
+    compile_cache.record("twice", y * 2)
+    assert y.shape == (4, 4)
+'''
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
+    return run_repo(tmp_path_factory.mktemp("repo_hit"), {"test_models.py": TESTS})
+
+
+def _layers(check):
+    return {k: v["state"] for k, v in check["layers"].items()}
+
+
+def test_inference_hits_every_applicable_layer(run: RepoRun) -> None:
+    c = run.check("test_inference")
+    assert c["verdict"] == "pass", run.out[-3000:]
+    assert _layers(c) == {"dynamo_pgo": "hit", "aot_autograd": "hit", "fx_graph": "hit",
+                          "kernels": "hit", "autotune": "n/a"}
+    assert "autotuning" in c["layers"]["autotune"]["reasons"][0]
+    assert c["outputs"]["warm_vs_cold"]["ok"] and c["outputs"]["warm_vs_cold"]["mode"] == "bitwise"
+    assert c["outputs"]["warm_vs_eager"]["ok"]
+
+
+def test_training_step_hits_and_compares_gradients(run: RepoRun) -> None:
+    c = run.check("test_training")
+    assert c["verdict"] == "pass", run.out[-3000:]
+    assert _layers(c)["aot_autograd"] == "hit"
+    warm_fx = [g for g in c["graphs"] if g["phase"] == "warm" and g["layer"] == "fx_graph"]
+    assert {g["backward"] for g in warm_fx} == {False, True}
+    assert all(g["state"] == "hit" for g in warm_fx)
+    assert c["outputs"]["warm_vs_cold"]["compared"] >= 5  # output + 4 gradients
+
+
+def test_graph_break_gives_two_graphs_that_all_hit(run: RepoRun) -> None:
+    c = run.check("test_graph_break")
+    assert c["verdict"] == "pass", run.out[-3000:]
+    warm = [g for g in c["graphs"] if g["phase"] == "warm"]
+    assert {g["compile_id"] for g in warm} == {"0/0", "1/0"}
+    assert all(g["state"] == "hit" for g in warm)
+
+
+def test_body_form_records_every_compiled_call(run: RepoRun) -> None:
+    c = run.check("test_body")
+    assert c["verdict"] == "pass", run.out[-3000:]
+    assert c["form"] == "test_body"
+    assert c["outputs"]["warm_vs_cold"]["compared"] == 2  # the compiled call + record()
+    assert c["outputs"]["warm_vs_eager"]["ok"] is True
+
+
+def test_forward_without_backward_is_flagged_never_saved(run: RepoRun) -> None:
+    c = run.check("test_forward_without_backward")
+    assert c["verdict"] == "fail"
+    aot = c["layers"]["aot_autograd"]
+    assert aot["state"] == "miss"
+    assert "never saved" in aot["reasons"][0] and "no backward ran" in aot["reasons"][0]
+    assert c["layers"]["fx_graph"]["state"] == "hit"
+    cold = [g for g in c["graphs"] if g["phase"] == "cold" and g["layer"] == "aot_autograd"]
+    assert cold and cold[0]["saved"] is False
+    assert "never saved: the forward ran with grad enabled" in run.out
+
+
+def test_session_exit_status_and_summary(run: RepoRun) -> None:
+    assert run.ret == 1
+    assert "4 passed" in run.out and "1 failed" in run.out
+    assert "compile-cache summary" in run.out
+    row = next(line for line in run.out.splitlines() if "::test_training " in line
+               and line.split()[1:2] == ["pass"])
+    assert row.split()[2:7] == ["hit", "hit", "hit", "hit", "n/a"]
+
+
+def test_report_is_versioned_and_carries_keys(run: RepoRun) -> None:
+    r = run.report
+    assert r["schema"] == "pytest-compilecache/report" and r["schema_version"] == 1
+    assert r["summary"] == {"pass": 4, "fail": 1, "error": 0}
+    c = run.check("test_inference")
+    assert c["versions"]["torch"].startswith("2.") and c["device"] == "cpu"
+    assert c["timings"]["cold_s"] > c["timings"]["warm_s"] > 0
+    fx = next(g for g in c["graphs"] if g["layer"] == "fx_graph" and g["phase"] == "cold")
+    names = {comp[0] for comp in fx["components"]}
+    assert {"gm", "torch_version"} <= names
+
+
+def test_cache_roots_are_private_and_kept_only_on_failure(run: RepoRun) -> None:
+    assert run.check("test_inference")["cache_root"] is None
+    kept = Path(run.check("test_forward_without_backward")["cache_root"])
+    assert (kept / "inductor" / "fxgraph").is_dir()
+    assert stat.S_IMODE(os.stat(kept).st_mode) == 0o700
+    assert f"cache root kept: {kept}" in run.out
