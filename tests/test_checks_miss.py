@@ -1,0 +1,113 @@
+"""Real checks whose warm run misses: key drift with the component named, a bypass
+with torch's reason, and a corrupted entry caught by the output comparison."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import RepoRun, run_repo
+
+pytestmark = pytest.mark.slow
+
+CASE = '''
+import pytest
+import torch
+
+from models import {model}
+from pytest_compilecache import ModelCase
+
+
+@pytest.fixture
+def case():
+    return ModelCase({model}(), example_inputs=(torch.randn(4, 16),))
+
+
+@pytest.mark.compile_cache
+def {name}(case):
+    ...
+'''
+
+# A config value that differs per process, as one read from the clock or host would.
+DRIFT_CONFTEST = '''
+import pathlib
+
+import torch
+
+_count = pathlib.Path(__file__).with_name("processes")
+n = int(_count.read_text()) if _count.exists() else 0
+_count.write_text(str(n + 1))
+torch._inductor.config.epilogue_fusion = n % 2 == 0
+'''
+
+# A custom post-grad pass that is not a CustomGraphPass with a uuid: caches bypass.
+BYPASS_CONFTEST = '''
+import torch
+
+
+def my_pass(graph):
+    return None
+
+
+torch._inductor.config.post_grad_custom_post_pass = my_pass
+'''
+
+# Between cold and warm, edit the kernel source in every cached copy: the FX entry
+# (same length, so the pickle stays valid) and the generated wrapper module, which a
+# warm hit imports from disk. Every layer still hits; the numbers are wrong.
+CORRUPT_CONFTEST = '''
+def pytest_compilecache_between_phases(item, cache_root):
+    old, new = b"static_cast<float>(2.5)", b"static_cast<float>(3.5)"
+    for f in (cache_root / "inductor").rglob("*"):
+        if f.is_file() and f.suffix in ("", ".py") and old in f.read_bytes():
+            f.write_bytes(f.read_bytes().replace(old, new))
+'''
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
+    files = {}
+    for sub, conftest, model, name in (("drift", DRIFT_CONFTEST, "MLP", "test_drift"),
+                                       ("bypass", BYPASS_CONFTEST, "MLP", "test_bypass"),
+                                       ("corrupt", CORRUPT_CONFTEST, "Scaled", "test_corrupt")):
+        files[f"{sub}/conftest.py"] = conftest
+        files[f"{sub}/{name}.py"] = CASE.format(model=model, name=name)
+    root = tmp_path_factory.mktemp("repo_miss")
+    for sub in ("drift", "bypass", "corrupt"):
+        (root / sub).mkdir(parents=True)
+    return run_repo(root, files)
+
+
+def test_key_drift_names_the_component(run: RepoRun) -> None:
+    c = run.check("test_drift")
+    assert c["verdict"] == "fail", run.out[-3000:]
+    for layer in ("aot_autograd", "fx_graph"):
+        lv = c["layers"][layer]
+        assert lv["state"] == "miss"
+        assert "key drifted" in lv["reasons"][0]
+        assert "inductor_config[epilogue_fusion]: False -> True" in lv["reasons"][0]
+    warm = [g for g in c["graphs"] if g["phase"] == "warm" and g["layer"] == "fx_graph"]
+    assert [d["component"] for d in warm[0]["drift"]] == ["inductor_config[epilogue_fusion]"]
+
+
+def test_bypass_reports_torchs_reason(run: RepoRun) -> None:
+    c = run.check("test_bypass")
+    assert c["verdict"] == "fail", run.out[-3000:]
+    for layer in ("aot_autograd", "fx_graph"):
+        lv = c["layers"][layer]
+        assert lv["state"] == "bypass"
+        assert "Unsupported post grad custom pass" in lv["reasons"][0]
+    assert "torch bypassed the cache: Unsupported post grad custom pass" in run.out
+
+
+def test_corrupt_entry_is_caught_by_outputs(run: RepoRun) -> None:
+    c = run.check("test_corrupt")
+    assert c["verdict"] == "fail", run.out[-3000:]
+    assert c["layers"]["fx_graph"]["state"] == "hit"
+    assert c["layers"]["aot_autograd"]["state"] == "hit"
+    # the edited kernel is built anew: seen on disk, though no counter says so
+    assert c["layers"]["kernels"]["state"] == "miss"
+    assert any(f.endswith(".so") for f in c["layers"]["kernels"]["files"])
+    cmp = c["outputs"]["warm_vs_cold"]
+    assert cmp["ok"] is False and cmp["mismatches"][0]["name"] == "output"
+    assert cmp["mismatches"][0]["max_abs_diff"] > 0
+    assert c["outputs"]["warm_vs_eager"]["ok"] is False
+    assert any("warm differs from cold" in p for p in c["problems"])
