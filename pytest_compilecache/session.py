@@ -147,7 +147,7 @@ class CompileCacheSession:
         nodeid = item.nodeid
         target = str(item.path) + nodeid[len(nodeid.split("::")[0]):]
         argv = ["-m", "pytest", target, "--rootdir", str(self.config.rootpath),
-                "-p", "no:cacheprovider", "-q", "--no-header",
+                "-p", "no:cacheprovider", "-q", "--no-header", "-s",
                 "--basetemp", str(root.phases / f"basetemp-{phase}")]
         if self.config.inipath:
             argv += ["-c", str(self.config.inipath)]

@@ -1,0 +1,149 @@
+"""Plugin behaviour that needs no compile: opt-out, no-flag, usage errors, cheap
+import, and children that crash or hang (the session goes on)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+CASE_TEST = """
+import pytest
+from pytest_compilecache import ModelCase
+
+@pytest.fixture
+def model_case():
+    return ModelCase(model=None, example_inputs=())
+
+@pytest.mark.compile_cache(mode="max-autotune")
+def test_model(model_case):
+    open("body_ran", "w").write("yes")
+"""
+
+
+def test_without_the_flag_the_marker_changes_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(CASE_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "body_ran").read_text() == "yes"
+    result.stdout.no_fnmatch_line("*compile-cache summary*")
+
+
+def test_opt_out_with_p_no_compilecache(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(CASE_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:compilecache", "--compile-cache-check")
+    result.stderr.fnmatch_lines(["*unrecognized arguments: --compile-cache-check*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_marker_is_registered(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.compile_cache(**compile_kwargs):*"])
+
+
+@pytest.mark.parametrize("option, message", [
+    ("--compile-cache-device=tpu", "*'tpu' is not a device; use one of auto, cpu, cuda*"),
+    ("--compile-cache-timeout=0", "*timeout must be > 0 seconds*"),
+    ("--compile-cache-warm-tolerance=a,b", "*use 'bitwise' or ATOL*"),
+])
+def test_bad_option_values_name_the_fix(pytester: pytest.Pytester, option: str,
+                                        message: str) -> None:
+    result = pytester.runpytest_subprocess(option)
+    result.stderr.fnmatch_lines([message])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ncompile_cache_device = tpu\n")
+    result = pytester.runpytest_subprocess("--compile-cache-check")
+    result.stderr.fnmatch_lines(["*compile_cache_device*'tpu' is not a device*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_plugin_import_does_not_import_torch() -> None:
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                           "import pytest_compilecache.plugin, pytest_compilecache"],
+                          capture_output=True, text=True, check=True)
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "pytest_compilecache.plugin" in imported
+    assert not {m for m in imported if m == "torch" or m.startswith("torch.")}
+
+
+CRASH_HANG = """
+import os, subprocess, sys, time
+import pytest
+
+@pytest.mark.compile_cache
+def test_crash():
+    sys.stderr.write("about to abort\\n"); sys.stderr.flush()
+    os.abort()
+
+@pytest.mark.compile_cache
+def test_hang():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    open(os.environ["GRANDCHILD_PID_FILE"], "w").write(str(child.pid))
+    time.sleep(600)
+
+@pytest.mark.compile_cache
+def test_fails_in_body():
+    assert 1 == 2, "the workload itself is broken"
+
+def test_plain():
+    pass
+"""
+
+CONTROLLER_PROBE = """
+import json, os, sys
+
+def pytest_sessionfinish(session):
+    if session.config.getoption("compile_cache_check") and \\
+            not hasattr(session.config, "workerinput"):
+        with open(os.environ["CONTROLLER_PROBE"], "w") as f:
+            json.dump({"torch_imported": "torch" in sys.modules}, f)
+"""
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["no-xdist", "xdist"])
+def test_crash_and_hang_are_errors_and_the_session_goes_on(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list) -> None:
+    pidfile = pytester.path / "grandchild.pid"
+    probe = pytester.path / "controller.json"
+    monkeypatch.setenv("GRANDCHILD_PID_FILE", str(pidfile))
+    monkeypatch.setenv("CONTROLLER_PROBE", str(probe))
+    pytester.makepyfile(test_bad=CRASH_HANG)
+    pytester.makeconftest(CONTROLLER_PROBE)
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess(
+        "--compile-cache-check", "--compile-cache-timeout=25", "-p", "no:cacheprovider",
+        f"--compile-cache-report={report}", *xdist, timeout=300)
+    result.assert_outcomes(passed=1, failed=3)
+    checks = {c["nodeid"].split("::")[-1]: c for c in json.loads(report.read_text())["checks"]}
+    assert {n: c["verdict"] for n, c in checks.items()} == {
+        "test_crash": "error", "test_hang": "error", "test_fails_in_body": "error"}
+    assert "crashed or exited early (exit code -6)" in checks["test_crash"]["error"]
+    assert "about to abort" in checks["test_crash"]["error"]
+    assert "timed out after 25 s" in checks["test_hang"]["error"]
+    assert "the workload itself is broken" in checks["test_fails_in_body"]["error"]
+    # the hung child's own subprocess died with its process group
+    assert not _alive(int(pidfile.read_text()))
+    # the controller itself never imported torch
+    assert json.loads(probe.read_text()) == {"torch_imported": False}
+
+
+def _alive(pid: int, grace_s: float = 10.0) -> bool:
+    """A killed process may linger as a zombie until reaped; that counts as dead."""
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        if state in ("Z", "X"):
+            return False
+        time.sleep(0.2)
+    return True
