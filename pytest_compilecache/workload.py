@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from pytest_compilecache.case import ModelCase
 
@@ -29,20 +29,24 @@ def flatten(prefix: str, value: Any, out: Outputs) -> None:
     """Detached CPU copies of every tensor in `value`, taken at once (CUDA-graph
     outputs are overwritten by the next replay)."""
     import torch
-    from torch.utils._pytree import tree_flatten_with_path, keystr  # type: ignore[attr-defined]
+    from torch.utils._pytree import keystr, tree_flatten_with_path  # type: ignore[attr-defined]
 
     try:
         leaves, _ = tree_flatten_with_path(value)
         named = [(keystr(p), leaf) for p, leaf in leaves]
     except Exception:
         named = [("", value)]
-    if hasattr(value, "items") and not named:
-        named = [(f"[{k!r}]", v) for k, v in value.items()]
     for path, leaf in named:
         if isinstance(leaf, torch.Tensor):
             out[prefix + path] = leaf.detach().to("cpu", copy=True)
         elif isinstance(leaf, (bool, int, float)):
             out[prefix + path] = torch.tensor(leaf)
+        elif isinstance(leaf, Mapping):  # e.g. a ModelOutput not registered as a pytree
+            for k, v in leaf.items():
+                flatten(f"{prefix}{path}[{k!r}]", v, out)
+        elif isinstance(leaf, (list, tuple)) and leaf is not value:
+            for i, v in enumerate(leaf):
+                flatten(f"{prefix}{path}[{i}]", v, out)
 
 
 def digest(t: Any) -> str:

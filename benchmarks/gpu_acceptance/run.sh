@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The GPU acceptance run (device tool): install, run the set, keep the report.
+set -u
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+pip install -q --no-build-isolation --no-deps -e . >"$out/install.log" 2>&1 || { cat "$out/install.log"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+python -m pytest benchmarks/gpu_acceptance -p no:cacheprovider -rA --compile-cache-check \
+  --compile-cache-report="$out/gpu-report.json" "$@" 2>&1 | tee "$out/gpu-session.log"
