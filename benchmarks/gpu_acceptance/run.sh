@@ -6,5 +6,9 @@ mkdir -p "$out"
 pip install -q --no-build-isolation --no-deps -e . >"$out/install.log" 2>&1 || { cat "$out/install.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-python -m pytest benchmarks/gpu_acceptance -p no:cacheprovider -rA --compile-cache-check \
+# without the pytest11 entry point (an install that failed), load the plugin by name
+plugin=()
+python -c "import importlib.metadata as m, sys; sys.exit(not any(e.name == 'compilecache' for e in m.entry_points(group='pytest11')))" \
+  || { export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}; plugin=(-p pytest_compilecache.plugin); }
+python -m pytest "${plugin[@]}" benchmarks/gpu_acceptance -p no:cacheprovider -rA --compile-cache-check \
   --compile-cache-report="$out/gpu-report.json" "$@" 2>&1 | tee "$out/gpu-session.log"
