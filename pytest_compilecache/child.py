@@ -105,7 +105,9 @@ class ChildPlugin:
         if eager_note:
             self.result["compare_eager"] = {"ok": None, "note": eager_note}
         else:
-            self.result["compare_eager"] = wl.compare_with_eager(compiled, eager)
+            tol = self.spec.get("eager_tolerance")
+            self.result["compare_eager"] = wl.compare_with_eager(
+                compiled, eager, tuple(tol) if tol else None)
         out_dir = Path(self.spec["out"]).parent
         wl.save_outputs(compiled, str(out_dir / f"{self.spec['phase']}-outputs.pt"))
         cold = self.spec.get("cold_outputs")

@@ -34,7 +34,7 @@ def parse_timeout(value: str) -> float:
 def parse_tolerance(value: str) -> Optional[Tuple[float, float]]:
     """'bitwise' (default) or 'ATOL[,RTOL]' for warm-vs-cold output comparison."""
     v = value.strip().lower()
-    if v in ("", "bitwise", "0"):
+    if v in ("", "bitwise", "default", "0"):
         return None
     parts = v.split(",")
     try:
@@ -69,6 +69,9 @@ _VALUED = (
     ("warm-tolerance", "string", "bitwise", parse_tolerance,
      "how warm outputs must match cold ones: bitwise (default) or ATOL[,RTOL] for a "
      "nondeterministic kernel"),
+    ("eager-tolerance", "string", "default", parse_tolerance,
+     "how compiled outputs must match eager ones: default (torch.testing.assert_close's "
+     "dtype-aware tolerances) or ATOL[,RTOL]"),
     ("threads", "string", None, parse_threads,
      "CPU thread count fixed for both phases (OMP_NUM_THREADS; part of the cache key on "
      "torch 2.13); default: OMP_NUM_THREADS or the core count"),
@@ -106,6 +109,7 @@ class Settings:
     device: str = "auto"
     timeout: float = DEFAULT_TIMEOUT_S
     warm_tolerance: Optional[Tuple[float, float]] = None
+    eager_tolerance: Optional[Tuple[float, float]] = None
     threads: int = 1
     root: Optional[str] = None
 

@@ -112,6 +112,7 @@ class CompileCacheSession:
         spec = {"phase": phase, "nodeid": item.nodeid, "out": str(out),
                 "device": self.settings.device, "seed": 0,
                 "tolerance": self.settings.warm_tolerance,
+                "eager_tolerance": self.settings.eager_tolerance,
                 "cold_outputs": str(root.phases / "cold-outputs.pt") if phase == "warm" else None}
         spec_path = root.phases / f"{phase}-spec.json"
         spec_path.write_text(json.dumps(spec))
@@ -166,7 +167,8 @@ class CompileCacheSession:
         s = self.settings
         return report.build_report(
             self.results, {"device": s.device, "timeout_s": s.timeout, "threads": s.threads,
-                           "warm_tolerance": s.warm_tolerance}, __version__)
+                           "warm_tolerance": s.warm_tolerance,
+                           "eager_tolerance": s.eager_tolerance}, __version__)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:

@@ -67,9 +67,13 @@ def describe(outputs: Outputs) -> Dict[str, Dict[str, Any]]:
                 "shape": list(t.shape)} for n, t in outputs.items()}
 
 
-def compare_with_eager(compiled: Outputs, eager: Outputs) -> Dict[str, Any]:
-    """torch.testing.assert_close defaults: dtype-aware tolerances."""
+def compare_with_eager(compiled: Outputs, eager: Outputs,
+                       tolerance: Optional[Tuple[float, float]] = None) -> Dict[str, Any]:
+    """torch.testing.assert_close, with its dtype-aware default tolerances unless the
+    user set ATOL,RTOL."""
     import torch
+
+    tol = {} if tolerance is None else {"atol": tolerance[0], "rtol": tolerance[1]}
 
     mismatches: List[Dict[str, str]] = []
     for name in sorted(set(compiled) | set(eager)):
@@ -77,10 +81,12 @@ def compare_with_eager(compiled: Outputs, eager: Outputs) -> Dict[str, Any]:
             mismatches.append({"name": name, "message": "present in only one of compiled/eager"})
             continue
         try:
-            torch.testing.assert_close(compiled[name], eager[name], equal_nan=True)
+            torch.testing.assert_close(compiled[name], eager[name], equal_nan=True, **tol)
         except AssertionError as e:
             mismatches.append({"name": name, "message": _short(str(e))})
-    return {"ok": not mismatches, "compared": len(compiled), "mismatches": mismatches}
+    return {"ok": not mismatches, "compared": len(compiled), "mismatches": mismatches,
+            "mode": "assert_close defaults" if tolerance is None
+            else f"atol={tolerance[0]},rtol={tolerance[1]}"}
 
 
 def compare_with_cold(warm: Outputs, cold: Outputs,
@@ -216,23 +222,29 @@ def run_case_step(fn: Callable[..., Any], model: Any, case: ModelCase, inputs: T
         result = fn(*inputs, **kwargs)
     flatten(prefix + "output", result, out)
     if case.train:
-        if case.loss_fn is not None:
-            loss = case.loss_fn(result)
-        else:
-            from torch.utils._pytree import tree_leaves
-
-            parts = [t.float().sum() for t in tree_leaves(result)
-                     if isinstance(t, torch.Tensor) and t.requires_grad]
-            if not parts:
-                raise RuntimeError("ModelCase(train=True): the model returned no tensor that "
-                                   "requires grad; pass loss_fn= to say what to backpropagate")
-            loss = torch.stack(parts).sum()
+        loss = case.loss_fn(result) if case.loss_fn is not None else projection_loss(result)
         loss.backward()
         for name, p in model.named_parameters():
             if p.grad is not None:
                 out[f"{prefix}grad.{name}"] = p.grad.detach().to("cpu", copy=True)
     _sync(model)
     return out
+
+
+def projection_loss(result: Any) -> Any:
+    """Default training loss: outputs dotted with fixed-seed random weights. A plain sum
+    is degenerate: the sum of a batch-normalised activation does not depend on its
+    input, so every gradient before the last BatchNorm would be rounding noise."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    gen = torch.Generator().manual_seed(0)
+    parts = [(t.float() * torch.randn(t.shape, generator=gen).to(t.device)).sum()
+             for t in tree_leaves(result) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not parts:
+        raise RuntimeError("ModelCase(train=True): the model returned no tensor that "
+                           "requires grad; pass loss_fn= to say what to backpropagate")
+    return torch.stack(parts).sum()
 
 
 def _sync(model: Any) -> None:
