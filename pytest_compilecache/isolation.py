@@ -2,7 +2,9 @@
 
 Cache directories hold code that gets executed (generated .py, .so, cubins), so the
 root is created 0700 and never shared between checks. Both phases get the same
-environment apart from the compile-worker count, which is in no cache key.
+environment, as a restart has: the warm phase even keeps the compile-worker pool,
+because forcing in-process compiles changes Triton's cache key (seen on an H200
+with torch 2.11: kernels the static launcher cannot restore were recompiled).
 """
 from __future__ import annotations
 
@@ -120,10 +122,5 @@ def phase_env(base: Mapping[str, str], root: CacheRoot, nodeid: str, phase: str,
             env["USER"] = getpass.getuser()
         except Exception:
             env["USER"] = f"uid{os.getuid()}"
-    if phase == "warm":
-        # No compile-worker pool on warm: nothing should compile, and a Triton compile
-        # that does happen runs in-process where the compile listener sees it.
-        # compile_threads is excluded from every cache key (torch 2.5-2.13).
-        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     env.update(device_env or {})
     return env
