@@ -98,8 +98,8 @@ def job_id(nodeid: str) -> str:
     return "compilecache-" + hashlib.sha1(nodeid.encode()).hexdigest()[:12]
 
 
-def phase_env(base: Mapping[str, str], root: CacheRoot, nodeid: str, phase: str,
-              threads: int, spec_path: Path, device_env: Optional[Mapping[str, str]] = None
+def phase_env(base: Mapping[str, str], root: CacheRoot, nodeid: str, threads: int,
+               spec_path: Path, device_env: Optional[Mapping[str, str]] = None
               ) -> Dict[str, str]:
     env = {k: v for k, v in base.items() if k not in _OWNED}
     env.update({

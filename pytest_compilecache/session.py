@@ -116,7 +116,7 @@ class CompileCacheSession:
                 "cold_outputs": str(root.phases / "cold-outputs.pt") if phase == "warm" else None}
         spec_path = root.phases / f"{phase}-spec.json"
         spec_path.write_text(json.dumps(spec))
-        env = phase_env(os.environ, root, item.nodeid, phase, self.settings.threads, spec_path)
+        env = phase_env(os.environ, root, item.nodeid, self.settings.threads, spec_path)
         if phase == "cold":
             share_precompiled_headers(root, env, self._pch_dir())
         launched = self.launcher.run(self._child_argv(item, root, phase), env,
