@@ -99,8 +99,7 @@ def job_id(nodeid: str) -> str:
 
 
 def phase_env(base: Mapping[str, str], root: CacheRoot, nodeid: str, threads: int,
-               spec_path: Path, device_env: Optional[Mapping[str, str]] = None
-              ) -> Dict[str, str]:
+              spec_path: Path) -> Dict[str, str]:
     env = {k: v for k, v in base.items() if k not in _OWNED}
     env.update({
         "TORCHINDUCTOR_CACHE_DIR": str(root.inductor),
@@ -122,5 +121,4 @@ def phase_env(base: Mapping[str, str], root: CacheRoot, nodeid: str, threads: in
             env["USER"] = getpass.getuser()
         except Exception:
             env["USER"] = f"uid{os.getuid()}"
-    env.update(device_env or {})
     return env

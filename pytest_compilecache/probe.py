@@ -13,7 +13,7 @@ import os
 import re
 import time
 from collections import defaultdict
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 TRACE_LOGGER = "torch.__trace"
 AOT_LOGGER = "torch._functorch._aot_autograd.autograd_cache"
@@ -116,7 +116,6 @@ def layer_config() -> Dict[str, Any]:
                                   "automatic_dynamic_local_pgo is off or no job id is set")
     cfg["autotune"] = state(bool(getattr(ic, "autotune_local_cache", True)),
                             "inductor config autotune_local_cache is off")
-    cfg["kernels"] = state(True, "")
     return cfg
 
 
@@ -140,6 +139,7 @@ class CacheObserver:
         self._after: Dict[str, Dict[str, int]] = {}
         self.wall_s = 0.0
         self._t0 = 0.0
+        self.stopped = False
 
     def start(self) -> None:
         from torch._dynamo.utils import counters
@@ -187,6 +187,7 @@ class CacheObserver:
         from torch._dynamo.utils import counters
 
         self.wall_s = time.perf_counter() - self._t0
+        self.stopped = True
         self._after = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
         for undo in reversed(self._restore):
             try:

@@ -86,15 +86,13 @@ class CompileCacheSession:
         result: Optional[CheckResult] = None
         for phase in PHASES:
             rec, failure = self._run_phase(item, root, phase, timings)
-            snaps[phase] = fs.snapshot(root.watched)
             if failure is not None:
                 result = failure
                 break
             recs[phase] = rec
             if phase == "cold":
-                item.ihook.pytest_compilecache_between_phases(item=item,
-                                                                    cache_root=root.path)
-                snaps["cold"] = fs.snapshot(root.watched)
+                item.ihook.pytest_compilecache_between_phases(item=item, cache_root=root.path)
+            snaps[phase] = fs.snapshot(root.watched)
         if result is None:
             result = judge(item.nodeid, recs["cold"], recs["warm"], snaps["cold"],
                            fs.added(snaps["cold"], snaps["warm"]), timings)
@@ -113,7 +111,7 @@ class CompileCacheSession:
                 "device": self.settings.device, "seed": 0,
                 "tolerance": self.settings.warm_tolerance,
                 "eager_tolerance": self.settings.eager_tolerance,
-                "cold_outputs": str(root.phases / "cold-outputs.pt") if phase == "warm" else None}
+                "cold_outputs": str(root.phases / "cold-outputs.pt")}
         spec_path = root.phases / f"{phase}-spec.json"
         spec_path.write_text(json.dumps(spec))
         env = phase_env(os.environ, root, item.nodeid, self.settings.threads, spec_path)

@@ -51,16 +51,12 @@ def flatten(prefix: str, value: Any, out: Outputs) -> None:
 
 
 def digest(t: Any) -> str:
-    h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
-    if t.numel():
-        h.update(t.contiguous().reshape(-1).view(_uint8()).numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
-def _uint8() -> Any:
     import torch
 
-    return torch.uint8
+    h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
+    if t.numel():
+        h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def describe(outputs: Outputs) -> Dict[str, Dict[str, Any]]:

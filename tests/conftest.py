@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-import pytest
 
 pytest_plugins = ["pytester"]
 
@@ -75,6 +74,7 @@ def run_repo(path: Path, files: Dict[str, str], *args: str, timeout: float = 900
     (path / "models.py").write_text(MODELS)
     (path / "pytest.ini").write_text("[pytest]\n")
     for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(textwrap.dedent(text))
     report = path / "report.json"
     env = {**os.environ, "PYTHONPATH": str(path)}

@@ -70,10 +70,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
                                        ("corrupt", CORRUPT_CONFTEST, "Scaled", "test_corrupt")):
         files[f"{sub}/conftest.py"] = conftest
         files[f"{sub}/{name}.py"] = CASE.format(model=model, name=name)
-    root = tmp_path_factory.mktemp("repo_miss")
-    for sub in ("drift", "bypass", "corrupt"):
-        (root / sub).mkdir(parents=True)
-    return run_repo(root, files)
+    return run_repo(tmp_path_factory.mktemp("repo_miss"), files)
 
 
 def test_key_drift_names_the_component(run: RepoRun) -> None:

@@ -3,7 +3,6 @@ import, and children that crash or hang (the session goes on)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
