@@ -85,3 +85,39 @@ def saved_keys(snap: Snapshot) -> Set[str]:
         elif len(parts) >= 5 and parts[1] == "fxgraph":
             keys.add(parts[3])
     return keys
+
+
+def identical_triton_recompiles(triton_dir: Path, warm_new: Iterable[str]) -> List[Dict[str, str]]:
+    """Warm Triton cache dirs whose artifacts are byte-identical to an older dir's.
+
+    Such a kernel was recompiled only because Triton's key changed outside the kernel
+    (its toolchain part: the ptxas version; options; env vars), not its source.
+    """
+    new_dirs = {p.split("/")[1] for p in warm_new if p.startswith("triton/") and p.count("/") >= 2}
+    if not new_dirs or not triton_dir.is_dir():
+        return []
+
+    def artifacts(d: Path) -> Dict[str, bytes]:
+        return {f.name: f.read_bytes() for f in d.iterdir()
+                if f.is_file() and not f.name.endswith(".json")}
+
+    old = {d.name: d for d in triton_dir.iterdir() if d.is_dir() and d.name not in new_dirs}
+    found = []
+    for name in sorted(new_dirs):
+        try:
+            mine = artifacts(triton_dir / name)
+        except OSError:
+            continue
+        if not mine:
+            continue
+        for other_name, other in old.items():
+            try:
+                if set(f.name for f in other.iterdir() if not f.name.endswith(".json")) != set(mine):
+                    continue
+                if artifacts(other) == mine:
+                    kernel = next(iter(mine)).rsplit(".", 1)[0]
+                    found.append({"kernel": kernel, "warm": name, "cold": other_name})
+                    break
+            except OSError:
+                continue
+    return found

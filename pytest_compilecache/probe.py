@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List
 
 TRACE_LOGGER = "torch.__trace"
 AOT_LOGGER = "torch._functorch._aot_autograd.autograd_cache"
+PTXAS_ENV = "TRITON_PTXAS_PATH"
 COUNTER_GROUPS = ("aot_autograd", "inductor", "dynamo_cache", "stats", "frames")
 _COMPONENT_RE = re.compile(r"^\[([0-9a-z]+)\] ([^:]+?): (.*)$", re.S)
 GM_MAXLEN = 20000
@@ -140,9 +141,12 @@ class CacheObserver:
         self.wall_s = 0.0
         self._t0 = 0.0
         self.stopped = False
+        self._ptxas_at_start = os.environ.get(PTXAS_ENV)
 
     def start(self) -> None:
         from torch._dynamo.utils import counters
+
+        self._ptxas_at_start = os.environ.get(PTXAS_ENV)
 
         tl = logging.getLogger(TRACE_LOGGER)
         th = _TraceHandler(self.events)
@@ -251,6 +255,8 @@ class CacheObserver:
                                  if self.triton_listener else None),
             "kernels_via_triton_compile": via_triton,
             "autotune_cache_states": autotune_states,
+            # torch 2.11 sets it lazily on some compile paths; ptxas's version is in Triton's key
+            "ptxas_path": {"start": self._ptxas_at_start, "end": os.environ.get(PTXAS_ENV)},
         }
 
     def record(self) -> Dict[str, Any]:

@@ -95,7 +95,7 @@ class CompileCacheSession:
             snaps[phase] = fs.snapshot(root.watched)
         if result is None:
             result = judge(item.nodeid, recs["cold"], recs["warm"], snaps["cold"],
-                           fs.added(snaps["cold"], snaps["warm"]), timings)
+                           fs.added(snaps["cold"], snaps["warm"]), timings, root.triton)
         if result.verdict == "pass" and not self.settings.keep:
             shutil.rmtree(root.path, ignore_errors=True)
         else:

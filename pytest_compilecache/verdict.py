@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
 from pytest_compilecache import files as fs
@@ -63,7 +64,8 @@ def error_result(nodeid: str, phase: str, why: str, log_tail: str,
 
 
 def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs.Snapshot,
-          warm_new: List[str], timings: Dict[str, Optional[float]]) -> CheckResult:
+          warm_new: List[str], timings: Dict[str, Optional[float]],
+          triton_dir: Optional[Path] = None) -> CheckResult:
     cold_files = fs.by_layer(cold_snap)
     warm_files = fs.by_layer(warm_new)
     saved = fs.saved_keys(cold_snap)
@@ -87,6 +89,9 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
         if lv.state in ("hit", "n/a"):
             lv.state = "miss"
             lv.reasons.append(f"the warm run wrote {len(paths)} new file(s) for this layer")
+    if triton_dir is not None and warm_files.get("kernels"):
+        _explain_identical_recompiles(res.layers["kernels"], fs.identical_triton_recompiles(
+            triton_dir, warm_files["kernels"]), cc, wc)
     if warm_files.get("other"):
         res.notes.append(f"warm run wrote {len(warm_files['other'])} file(s) no cache layer "
                          f"explains: " + ", ".join(warm_files["other"][:5]))
@@ -259,6 +264,27 @@ def _kernels_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_kernel_files: Li
         lv.state = "miss"
         lv.reasons.append(f"the warm run compiled {warm_compiled} Triton kernel(s) from source")
     return lv
+
+
+def _explain_identical_recompiles(lv: LayerVerdict, twins: List[Dict[str, str]],
+                                  cc: Dict[str, Any], wc: Dict[str, Any]) -> None:
+    """A warm kernel byte-identical to a cold one: the key moved, not the kernel."""
+    if not twins:
+        return
+    names = ", ".join(f"{t['kernel']} ({t['cold'][:8]} -> {t['warm'][:8]})" for t in twins[:3])
+    lv.reasons.append(
+        f"{len(twins)} warm Triton kernel(s) are byte-identical to ones cold built, under "
+        f"another Triton key: the key changed outside the kernel source (its toolchain "
+        f"part, e.g. the ptxas version; Triton options; TRITON_* env vars): {names}")
+    for phase, rec in (("cold", cc), ("warm", wc)):
+        ptxas = (rec.get("kernels") or {}).get("ptxas_path") or {}
+        if ptxas and ptxas.get("start") != ptxas.get("end"):
+            lv.reasons.append(
+                f"TRITON_PTXAS_PATH changed during the {phase} run ({ptxas.get('start')!r} -> "
+                f"{ptxas.get('end')!r}): torch sets it lazily on some compile paths, so kernels "
+                f"compiled before and after use different ptxas versions and keys; set "
+                f"TRITON_PTXAS_PATH explicitly (to {ptxas.get('end')!r}) before starting")
+            break
 
 
 def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str]) -> LayerVerdict:
