@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import sys
 import traceback
 from typing import Any, Dict, List, Optional
 
@@ -38,7 +36,7 @@ class ChildPlugin:
         # identical torch generators in both phases; Python's random / hash seed stay
         # as a restart leaves them, so keys that depend on them drift here as in prod
         torch.manual_seed(int(self.spec.get("seed", 0)))
-        self.result["versions"] = _versions()
+        self.result["versions"] = wl.versions()
         try:
             self.device = wl.resolve_device(self.spec.get("device", "auto"))
         except RuntimeError as e:
@@ -190,19 +188,6 @@ def _model_cases(item: pytest.Function) -> List[ModelCase]:
 def _compile_kwargs(item: pytest.Item) -> Dict[str, Any]:
     marker = item.get_closest_marker("compile_cache")
     return dict(marker.kwargs) if marker else {}
-
-
-def _versions() -> Dict[str, Optional[str]]:
-    import torch
-
-    try:
-        import triton  # type: ignore[import-not-found]
-
-        triton_v: Optional[str] = triton.__version__
-    except Exception:
-        triton_v = None
-    return {"torch": torch.__version__, "triton": triton_v, "python": platform.python_version(),
-            "cuda": getattr(torch.version, "cuda", None), "executable": sys.executable}
 
 
 def load_spec(path: str) -> Dict[str, Any]:

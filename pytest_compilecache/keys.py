@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 _ADDR = re.compile(r"0x[0-9a-fA-F]{6,}")
 
@@ -52,12 +52,15 @@ def differing_components(a: Dict[str, Any], b: Dict[str, Any]) -> List[Dict[str,
     return out
 
 
-def graph_code_diff(a: Optional[str], b: Optional[str], limit: int = 40) -> List[str]:
+def graph_code_diff(a: Optional[str], b: Optional[str], limit: int = 40,
+                    labels: Tuple[str, str] = ("cold", "warm")) -> List[str]:
     """Unified diff of two `gm` component values (newlines are escaped in them)."""
     if not a or not b:
         return []
-    lines = list(difflib.unified_diff(a.split("\\n"), b.split("\\n"), "cold", "warm",
-                                      lineterm="", n=1))
+    def split(code: str) -> List[str]:  # escaped or real newlines, depending on torch
+        return [x for x in code.replace("\\n", "\n").splitlines() if x.strip()]
+
+    lines = list(difflib.unified_diff(split(a), split(b), *labels, lineterm="", n=1))
     return lines[:limit] + (["…"] if len(lines) > limit else [])
 
 

@@ -58,6 +58,11 @@ def parse_threads(value: str) -> int:
     return v
 
 
+def parse_patterns(value: str) -> Tuple[str, ...]:
+    """Comma- or newline-separated fnmatch patterns of key component names."""
+    return tuple(p.strip() for p in value.replace("\n", ",").split(",") if p.strip())
+
+
 # name, ini type, default, parser, help
 _VALUED = (
     ("report", "string", None, str,
@@ -78,6 +83,25 @@ _VALUED = (
     ("root", "string", None, str,
      "directory under which each check's private cache root is created (default: the "
      "system temp dir)"),
+    ("store", "string", None, str,
+     "directory of the per-commit key manifests (default: .compilecache at the git "
+     "repository's root, else the rootdir; 'none' records nothing)"),
+    ("baseline", "string", None, str,
+     "compare every check's cache keys with those of git revision REF (recorded in a "
+     "temporary worktree when the store has none) and fail on drift"),
+    ("allow-drift", "string", None, parse_patterns,
+     "key components that may change against the baseline, as comma-separated fnmatch "
+     "patterns (e.g. 'inductor_config[*]'); '*' reports drift without failing"),
+    ("select", "string", None, str,
+     "(internal) JSON file listing the node ids a recording session runs"),
+)
+_FLAGS = (
+    ("keep", "keep every check's cache root (default: keep failing ones)"),
+    ("baseline-warm", "the deploy scenario: cold run at --compile-cache-baseline's REF (in a "
+                      "worktree), warm run here on REF's caches; every layer must hit"),
+    ("repeat", "run a second cold compile in a relocated cache root and working directory "
+               "and fail on any cache-key difference (a nondeterministic key)"),
+    ("manifest-only", "record the key manifests from cold runs only: no warm run, no verdict"),
 )
 
 
@@ -88,14 +112,15 @@ def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., An
               default=False,
               help="compile every compile_cache check twice, cold then warm, in fresh "
                    "processes, and fail when a cache layer does not hit")
-    addoption(f"--{prefix}keep", action="store_true", dest="compile_cache_keep",
-              default=False, help="keep every check's cache root (default: keep failing ones)")
+    for name, help_ in _FLAGS:
+        addoption(f"--{prefix}{name}", action="store_true",
+                  dest="compile_cache_" + name.replace("-", "_"), default=False, help=help_)
     for name, _, _, parser, help_ in _VALUED:
         addoption(f"--{prefix}{name}", dest="compile_cache_" + name.replace("-", "_"),
                   default=None, type=parser, metavar=name.split("-")[-1].upper(), help=help_)
     if addini is not None:
         for name, kind, default, _, help_ in _VALUED:
-            if name == "report":
+            if name in ("report", "select"):
                 continue
             addini("compile_cache_" + name.replace("-", "_"), help=help_, type=kind,
                    default=default)
@@ -112,6 +137,13 @@ class Settings:
     eager_tolerance: Optional[Tuple[float, float]] = None
     threads: int = 1
     root: Optional[str] = None
+    store: Optional[str] = None
+    baseline: Optional[str] = None
+    allow_drift: Tuple[str, ...] = ()
+    select: Optional[str] = None
+    baseline_warm: bool = False
+    repeat: bool = False
+    manifest_only: bool = False
 
     @classmethod
     def from_config(cls, config: Any) -> "Settings":
@@ -119,7 +151,7 @@ class Settings:
         for name, _, default, parser, _ in _VALUED:
             dest = name.replace("-", "_")
             v = config.getoption("compile_cache_" + dest)
-            if v is None and name != "report":
+            if v is None and name not in ("report", "select"):
                 raw = config.getini("compile_cache_" + dest)
                 if raw not in (None, ""):
                     try:
@@ -130,8 +162,13 @@ class Settings:
                 values[dest] = v
         if "threads" not in values:
             values["threads"] = default_threads()
-        return cls(check=bool(config.getoption("compile_cache_check")),
-                   keep=bool(config.getoption("compile_cache_keep")), **values)
+        for name, _ in _FLAGS:
+            dest = name.replace("-", "_")
+            values[dest] = bool(config.getoption("compile_cache_" + dest))
+        if values["baseline_warm"] and not values.get("baseline"):
+            raise ValueError("--compile-cache-baseline-warm needs --compile-cache-baseline=REF "
+                             "(the revision whose caches the warm run starts from)")
+        return cls(check=bool(config.getoption("compile_cache_check")), **values)
 
 
 def default_threads() -> int:

@@ -15,6 +15,10 @@ _SHORT = {"dynamo_pgo": "pgo", "aot_autograd": "aot", "fx_graph": "fx", "kernels
           "autotune": "autotune"}
 
 
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
 def _s(v: Optional[float]) -> str:
     return "-" if v is None else f"{v:.1f}"
 
@@ -54,6 +58,7 @@ def failure_lines(r: CheckResult) -> List[str]:
         c = out["warm_vs_cold"]
         lines.append(f"  outputs: warm vs cold ({c.get('mode')}): "
                      f"{'equal' if c.get('ok') else 'DIFFER'} ({c.get('compared')} compared)")
+    lines += _drift_lines(r)
     lines += [f"  note: {n}" for n in r.notes]
     if r.timings.get("cold_s") is not None:
         lines.append(f"  compile+run: cold {_s(r.timings.get('cold_s'))} s, warm "
@@ -61,6 +66,19 @@ def failure_lines(r: CheckResult) -> List[str]:
     if r.cache_root:
         lines.append(f"  cache root kept: {r.cache_root}")
     return lines
+
+
+def _drift_lines(r: CheckResult) -> List[str]:
+    from pytest_compilecache.manifest import drift_lines
+
+    out: List[str] = []
+    if r.drift and r.drift.get("status") not in (None, "unchanged"):
+        out += ["", f"  keys against the baseline {r.drift.get('base')}:"]
+        out += ["  " + x for x in drift_lines(r.nodeid, r.drift)]
+    if r.repeat and r.repeat.get("status") == "nondeterministic":
+        out += ["", "  keys of a second cold run (relocated cache root and working directory):"]
+        out += ["  " + x for x in drift_lines(r.nodeid, {**r.repeat, "status": "differ"})[1:]]
+    return out
 
 
 def _torch(r: CheckResult) -> str:
@@ -81,6 +99,14 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
         q = ratio(r)
         lines.append(f"{name:<{width}} {r.verdict:<7} {cells} {_s(r.timings.get('cold_s')):>7} "
                      f"{_s(r.timings.get('warm_s')):>7} {('-' if q is None else f'{q:.2f}'):>9}")
+    drifted = [r for r in results if r.drift]
+    if drifted:
+        lines.append(f"keys against the baseline {drifted[0].drift.get('base')}:")
+        for r in drifted:
+            changed = sorted({c["component"] for g in r.drift.get("graphs", [])
+                              for c in g.get("components", [])})
+            lines.append(f"  {r.drift.get('status'):<9} {r.nodeid}" +
+                         (f"  ({', '.join(changed[:6])})" if changed else ""))
     devices = sorted({r.device for r in results if r.device})
     if devices == ["cpu"]:
         lines.append("note: checks ran on CPU (no CUDA device in the check process, or "
@@ -89,21 +115,40 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
 
 
 def build_report(results: Iterable[CheckResult], settings: Dict[str, Any],
-                 plugin_version: str) -> Dict[str, Any]:
+                 plugin_version: str, commit: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     checks = [r.to_json() for r in results]
-    counts = {v: sum(1 for c in checks if c["verdict"] == v) for v in ("pass", "fail", "error")}
+    counts = {v: sum(1 for c in checks if c["verdict"] == v)
+              for v in ("pass", "fail", "error", "recorded")}
     return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "plugin_version": plugin_version, "settings": settings, "summary": counts,
+            "created": now(), "plugin_version": plugin_version, "settings": settings, "commit": commit,
+            "summary": counts,
             "checks": checks}
 
 
-def write_report(path: str, report: Dict[str, Any]) -> None:
-    """Atomic: a reader (or an interrupted session) never sees half a file."""
+def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None) -> None:
+    """Atomic (a reader or an interrupted session never sees half a file) and locked:
+    checks in a report that a concurrent session wrote after `since` (our start) are
+    kept unless we ran them too; an older report is replaced."""
+    from filelock import FileLock
+
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=1, default=str)
-        f.write("\n")
-    os.replace(tmp, path)
+    with FileLock(f"{path}.lock", timeout=600):
+        if since is not None:
+            try:
+                with open(path) as f:
+                    old = json.load(f)
+            except (OSError, ValueError):
+                old = None
+            if isinstance(old, dict) and old.get("schema") == SCHEMA and \
+                    str(old.get("created", "")) >= since:
+                mine = {c["nodeid"] for c in report["checks"]}
+                report = dict(report, checks=[c for c in old.get("checks", [])
+                                              if c.get("nodeid") not in mine] + report["checks"])
+                report["summary"] = {v: sum(1 for c in report["checks"] if c["verdict"] == v)
+                                     for v in report["summary"]}
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+            f.write("\n")
+        os.replace(tmp, path)

@@ -14,11 +14,12 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from pytest_compilecache import files as fs
+from pytest_compilecache import manifest as mf
 from pytest_compilecache import report
 from pytest_compilecache.isolation import CacheRoot, phase_env, share_precompiled_headers
 from pytest_compilecache.launcher import Launcher, SubprocessLauncher
 from pytest_compilecache.options import Settings
-from pytest_compilecache.verdict import CheckResult, error_result, judge
+from pytest_compilecache.verdict import CheckResult, error_result, judge, recorded
 
 MARKER = "compile_cache"
 PHASES = ("cold", "warm")
@@ -46,7 +47,7 @@ class CheckItem(pytest.Item):
 
     def runtest(self) -> None:
         self.result = self.check_session.run_check(self)
-        if self.result.verdict != "pass":
+        if self.result.verdict not in ("pass", "recorded"):
             raise CheckFailed(self.result)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
@@ -68,24 +69,52 @@ class CompileCacheSession:
         self.launcher: Launcher = launcher or SubprocessLauncher()
         self.results: List[CheckResult] = []
         self._shared_pch: Optional[Path] = None
+        self._commit: Optional[Dict[str, Any]] = None
+        self._baseline: Any = None  # baseline.Baseline, built on first use
+        self._check_ids: List[str] = []
+        self.store_path: Optional[Path] = self._store_path()
+        self.manifest_paths: set = set()
+        self.started = report.now()
 
     # -- collection ------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(self, items: List[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: List[pytest.Item]) -> None:
         for i, item in enumerate(items):
             if isinstance(item, pytest.Function) and item.get_closest_marker(MARKER):
                 items[i] = CheckItem.from_parent(item.parent, name=item.name, original=item,
                                                  check_session=self)
+        if self.settings.select:  # a recording session runs only the checks it was given
+            wanted = set(json.loads(Path(self.settings.select).read_text()))
+            drop = [i for i in items if i.nodeid not in wanted]
+            if drop:
+                items[:] = [i for i in items if i.nodeid in wanted]
+                config.hook.pytest_deselected(items=drop)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._check_ids = [i.nodeid for i in session.items if isinstance(i, CheckItem)]
 
     # -- one check ---------------------------------------------------------------------
     def run_check(self, item: CheckItem) -> CheckResult:
-        root = CacheRoot.create(item.nodeid, self.settings.root)
+        s = self.settings
+        root = CacheRoot.create(item.nodeid, s.root)
         timings: Dict[str, Optional[float]] = {}
         recs: Dict[str, Dict[str, Any]] = {}
         snaps: Dict[str, fs.Snapshot] = {}
         result: Optional[CheckResult] = None
-        for phase in PHASES:
-            rec, failure = self._run_phase(item, root, phase, timings)
+        for phase in ("cold",) if s.manifest_only else PHASES:
+            deploy = phase == "cold" and s.baseline_warm
+            try:
+                tree = self.baseline().tree() if deploy else None
+            except Exception as e:  # git problems: this check errors, the session goes on
+                result = error_result(item.nodeid, phase, f"could not check out the baseline: {e}",
+                                      "", timings)
+                break
+            if tree is not None and not (tree / item.nodeid.split("::")[0]).exists():
+                result = error_result(item.nodeid, phase, f"does not exist at the baseline "
+                                      f"{self.baseline().label}: nothing to deploy from", "", timings)
+                break
+            rec, failure = self._run_phase(item, root, phase, timings, tree=tree)
             if failure is not None:
                 result = failure
                 break
@@ -94,18 +123,129 @@ class CompileCacheSession:
                 item.ihook.pytest_compilecache_between_phases(item=item, cache_root=root.path)
             snaps[phase] = fs.snapshot(root.watched)
         if result is None:
-            result = judge(item.nodeid, recs["cold"], recs["warm"], snaps["cold"],
-                           fs.added(snaps["cold"], snaps["warm"]), timings, root.triton)
-        if result.verdict == "pass" and not self.settings.keep:
+            if s.manifest_only:
+                result = recorded(item.nodeid, recs["cold"], timings)
+            else:
+                result = judge(item.nodeid, recs["cold"], recs["warm"], snaps["cold"],
+                               fs.added(snaps["cold"], snaps["warm"]), timings, root.triton)
+        if "cold" in recs and not s.baseline_warm:
+            entry = mf.check_entry(recs["cold"].get("cache") or {}, result.verdict)
+            self._store_entry(item.nodeid, recs["cold"], entry)
+            if s.repeat:
+                self._repeat(item, entry, result, timings)
+            if s.baseline:
+                self._compare_with_baseline(item.nodeid, recs["cold"], entry, result)
+        if result.problems and result.verdict in ("pass", "recorded"):
+            result.verdict = "fail"
+        if result.verdict in ("pass", "recorded") and not s.keep:
             shutil.rmtree(root.path, ignore_errors=True)
         else:
             result.cache_root = str(root.path)
         self.results.append(result)
         return result
 
+    # -- manifests, baseline, repeat ---------------------------------------------------
+    def _store_path(self) -> Optional[Path]:
+        from pytest_compilecache.store import DEFAULT_DIR
+
+        chosen = self.settings.store
+        if chosen and chosen.lower() == "none":
+            return None
+        if chosen:
+            return Path(self.config.invocation_params.dir) / chosen
+        from pytest_compilecache import history
+
+        return (history.repo_root(self.config.rootpath) or self.config.rootpath) / DEFAULT_DIR
+
+    def commit(self) -> Dict[str, Any]:
+        if self._commit is None:
+            from pytest_compilecache import history
+
+            self._commit = history.commit_info(self.config.rootpath)
+        return self._commit
+
+    def _store_entry(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any]) -> None:
+        if self.store_path is None or not entry["graphs"]:
+            return
+        from pytest_compilecache.store import ManifestStore
+
+        env = mf.environment(cold.get("versions") or {}, cold.get("device"), cold.get("device_name"))
+        self.manifest_paths.add(ManifestStore(self.store_path).merge(self.commit(), env,
+                                                                     {nodeid: entry}))
+
+    def baseline(self) -> Any:
+        if self._baseline is None:
+            from pytest_compilecache import history
+            from pytest_compilecache.baseline import Baseline
+            from pytest_compilecache.store import ManifestStore
+
+            repo = history.repo_root(self.config.rootpath)
+            if repo is None:
+                raise history.GitError(f"{self.config.rootpath} is not inside a git repository "
+                                       f"(or gitpython is not installed)")
+            store = ManifestStore(self.store_path or Path(self.config.rootpath) / ".compilecache")
+            s = self.settings
+            options = [f"--compile-cache-device={s.device}", f"--compile-cache-threads={s.threads}",
+                       f"--compile-cache-timeout={s.timeout}"]
+            self._baseline = Baseline(
+                repo, s.baseline or "", store, options,
+                Path(self.config.rootpath).resolve().relative_to(repo.resolve()),
+                Path(self.config.invocation_params.dir).resolve().relative_to(repo.resolve()),
+                timeout=s.timeout * 2 * (len(self._check_ids) + 1))
+        return self._baseline
+
+    def _compare_with_baseline(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any],
+                               result: CheckResult) -> None:
+        env = mf.environment(cold.get("versions") or {}, cold.get("device"), cold.get("device_name"))
+        try:
+            base = self.baseline()
+            found = base.manifest(env, self._check_ids or [nodeid])
+        except Exception as e:
+            result.problems.append(f"baseline {self.settings.baseline}: {e}")
+            return
+        old = (found or {}).get("checks", {}).get(nodeid)
+        cmp = mf.compare_check(old, entry, self.settings.allow_drift)
+        result.drift = {"base": base.label, "base_sha": base.commit["sha"], **cmp}
+        if old is None:
+            logs = ", ".join(str(p) for p in base.logs)
+            result.notes.append(f"no key manifest at the baseline {base.label}: the check is new "
+                                f"there or its recording failed" + (f" (log: {logs})" if logs else ""))
+        elif cmp["status"] == "drifted":
+            changed = sorted({c["component"] for g in cmp["graphs"] if not g.get("accepted")
+                              for c in g.get("components", [])} or
+                             {g["change"] for g in cmp["graphs"]})
+            result.problems.append(f"cache keys drifted against {base.label}: "
+                                   + ", ".join(changed[:8]))
+
+    def _repeat(self, item: CheckItem, entry: Dict[str, Any], result: CheckResult,
+                timings: Dict[str, Optional[float]]) -> None:
+        """A second cold run, relocated: same commit, so any key difference is nondeterminism."""
+        root = CacheRoot.create(item.nodeid + "-repeat", self.settings.root)
+        cwd = root.path / "cwd"
+        cwd.mkdir(mode=0o700)
+        try:
+            rec, failure = self._run_phase(item, root, "repeat", timings, cwd=cwd)
+            if failure is not None:
+                result.problems.append(f"repeat cold run: {failure.error}")
+                return
+            again = mf.check_entry(rec.get("cache") or {}, result.verdict)
+            cmp = mf.compare_check(entry, again)
+            result.repeat = {"status": "stable" if cmp["status"] == "unchanged"
+                             else "nondeterministic", "graphs": cmp["graphs"]}
+            if cmp["status"] != "unchanged":
+                comps = sorted({c["component"] for g in cmp["graphs"] for c in g["components"]}
+                               or {g["change"] for g in cmp["graphs"]})
+                result.problems.append("nondeterministic cache key: two cold runs of the same "
+                                       "commit computed different keys; differing: "
+                                       + ", ".join(comps[:8]))
+        finally:
+            if not self.settings.keep:
+                shutil.rmtree(root.path, ignore_errors=True)
+
     def _run_phase(self, item: CheckItem, root: CacheRoot, phase: str,
-                   timings: Dict[str, Optional[float]]
-                   ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
+                   timings: Dict[str, Optional[float]], tree: Optional[Path] = None,
+                   cwd: Optional[Path] = None) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
+        """One child; `tree` runs it in the baseline's worktree, `cwd` elsewhere."""
         out = root.phases / f"{phase}.json"
         spec = {"phase": phase, "nodeid": item.nodeid, "out": str(out),
                 "device": self.settings.device, "seed": 0,
@@ -115,10 +255,19 @@ class CompileCacheSession:
         spec_path = root.phases / f"{phase}-spec.json"
         spec_path.write_text(json.dumps(spec))
         env = phase_env(os.environ, root, item.nodeid, self.settings.threads, spec_path)
-        if phase == "cold":
+        invocation = Path(self.config.invocation_params.dir)
+        if phase != "warm":
             share_precompiled_headers(root, env, self._pch_dir())
-        launched = self.launcher.run(self._child_argv(item, root, phase), env,
-                                     str(self.config.invocation_params.dir),
+        if tree is not None:
+            from pytest_compilecache.baseline import tree_env
+
+            env = tree_env(env, tree)
+            cwd = tree
+        elif cwd is not None:  # `python -m pytest` had the invocation dir on sys.path
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(invocation)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        launched = self.launcher.run(self._child_argv(item, root, phase, tree), env,
+                                     str(cwd or invocation),
                                      root.phases / f"{phase}.log", self.settings.timeout)
         timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
         rec: Dict[str, Any] = {}
@@ -142,14 +291,25 @@ class CompileCacheSession:
             self._shared_pch = CacheRoot.create("shared-pch", self.settings.root).path
         return self._shared_pch
 
-    def _child_argv(self, item: CheckItem, root: CacheRoot, phase: str) -> List[str]:
+    def _child_argv(self, item: CheckItem, root: CacheRoot, phase: str,
+                    tree: Optional[Path] = None) -> List[str]:
         nodeid = item.nodeid
-        target = str(item.path) + nodeid[len(nodeid.split("::")[0]):]
-        argv = ["-m", "pytest", target, "--rootdir", str(self.config.rootpath),
+        rootdir = Path(self.config.rootpath)
+        path, ini = Path(item.path), self.config.inipath
+        if tree is not None:  # the same node id, collected in the baseline's worktree
+            path = tree / nodeid.split("::")[0]
+            if ini is not None:
+                try:
+                    ini = tree / Path(ini).relative_to(rootdir)
+                except ValueError:
+                    pass
+            rootdir = tree
+        target = str(path) + nodeid[len(nodeid.split("::")[0]):]
+        argv = ["-m", "pytest", target, "--rootdir", str(rootdir),
                 "-p", "no:cacheprovider", "-q", "--no-header", "-s",
                 "--basetemp", str(root.phases / f"basetemp-{phase}")]
-        if self.config.inipath:
-            argv += ["-c", str(self.config.inipath)]
+        if ini:
+            argv += ["-c", str(ini)]
         pm = self.config.pluginmanager
         if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") or \
                 pm.get_plugin("compilecache") is None:
@@ -166,19 +326,25 @@ class CompileCacheSession:
         return report.build_report(
             self.results, {"device": s.device, "timeout_s": s.timeout, "threads": s.threads,
                            "warm_tolerance": s.warm_tolerance,
-                           "eager_tolerance": s.eager_tolerance}, __version__)
+                           "eager_tolerance": s.eager_tolerance, "baseline": s.baseline,
+                           "baseline_warm": s.baseline_warm, "repeat": s.repeat,
+                           "allow_drift": list(s.allow_drift), "manifest_only": s.manifest_only,
+                           "store": str(self.store_path) if self.store_path else None},
+            __version__, commit=self.commit())
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
         if self._shared_pch is not None:
             shutil.rmtree(self._shared_pch, ignore_errors=True)
+        if self._baseline is not None:
+            self._baseline.close()
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:  # xdist worker: the controller reports
             workeroutput["compile_cache_results"] = json.dumps(
                 [r.to_json() for r in self.results])
             return
         if self.settings.report:
-            report.write_report(self.settings.report, self.report_dict())
+            report.write_report(self.settings.report, self.report_dict(), since=self.started)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if getattr(self.config, "workeroutput", None) is not None or not self.results:
@@ -186,6 +352,8 @@ class CompileCacheSession:
         terminalreporter.write_sep("=", "compile-cache summary")
         for line in report.summary_lines(self.results):
             terminalreporter.write_line(line)
+        for path in sorted(self.manifest_paths):
+            terminalreporter.write_line(f"key manifest: {path}")
         if self.settings.report:
             terminalreporter.write_line(f"report written to {self.settings.report}")
 

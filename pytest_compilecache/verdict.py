@@ -44,6 +44,8 @@ class CheckResult:
     notes: List[str] = field(default_factory=list)
     error: Optional[str] = None
     cache_root: Optional[str] = None
+    drift: Dict[str, Any] = field(default_factory=dict)    # against --compile-cache-baseline
+    repeat: Dict[str, Any] = field(default_factory=dict)   # second cold run, relocated
 
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)
@@ -61,6 +63,16 @@ def error_result(nodeid: str, phase: str, why: str, log_tail: str,
     if log_tail:
         text += "\n--- last lines of its output ---\n" + log_tail
     return CheckResult(nodeid=nodeid, verdict="error", error=text, timings=timings)
+
+
+def recorded(nodeid: str, cold: Dict[str, Any], timings: Dict[str, Optional[float]]
+             ) -> CheckResult:
+    """A cold-only run that records keys (--compile-cache-manifest-only): no verdict."""
+    res = CheckResult(nodeid=nodeid, verdict="recorded", device=cold.get("device"),
+                      device_name=cold.get("device_name"), form=cold.get("form"),
+                      versions=cold.get("versions") or {}, timings=timings)
+    res.graphs = _graph_rows(cold.get("cache") or {}, {}, set())
+    return res
 
 
 def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs.Snapshot,

@@ -26,6 +26,33 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
+def versions() -> Dict[str, Optional[str]]:
+    import platform
+    import sys
+
+    import torch
+
+    try:
+        import triton  # type: ignore[import-not-found]
+
+        triton_v: Optional[str] = triton.__version__
+    except Exception:
+        triton_v = None
+    return {"torch": torch.__version__, "triton": triton_v, "python": platform.python_version(),
+            "cuda": getattr(torch.version, "cuda", None), "executable": sys.executable}
+
+
+def environment(requested_device: str) -> Dict[str, Any]:
+    """The manifest environment of this interpreter, as a check child records it."""
+    import torch
+
+    from pytest_compilecache.manifest import environment as env_of
+
+    device = resolve_device(requested_device)
+    name = torch.cuda.get_device_name() if device == "cuda" else None
+    return env_of(versions(), device, name)
+
+
 def flatten(prefix: str, value: Any, out: Outputs) -> None:
     """Detached CPU copies of every tensor in `value`, taken at once (CUDA-graph
     outputs are overwritten by the next replay)."""

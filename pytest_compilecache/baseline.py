@@ -1,0 +1,127 @@
+"""Key manifests of another commit: found in the store, or recorded by running the same
+checks (cold only) in a child pytest session inside a temporary git worktree.
+
+Used by the plugin (--compile-cache-baseline) and by `pytest-compilecache bisect`.
+No pytest import: the recording session is a subprocess.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+from pytest_compilecache import history
+from pytest_compilecache import manifest as mf
+from pytest_compilecache.isolation import CHILD_SPEC_ENV
+from pytest_compilecache.launcher import SubprocessLauncher
+from pytest_compilecache.store import ManifestStore
+
+
+def plugin_args() -> List[str]:
+    """Load the plugin by name where its entry point is not installed."""
+    eps = importlib.metadata.entry_points()
+    group = eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", [])
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") or \
+            not any(e.name == "compilecache" for e in group):
+        return ["-p", "pytest_compilecache.plugin"]
+    return []
+
+
+def tree_env(base: Dict[str, str], tree: Path) -> Dict[str, str]:
+    """Imports resolve to the worktree's code first (flat and src layouts)."""
+    env = {k: v for k, v in base.items() if k != CHILD_SPEC_ENV}
+    first = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
+    env["PYTHONPATH"] = os.pathsep.join(first + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+def record(tree: Path, pytest_args: Sequence[str], store: Path, options: Sequence[str],
+           log: Path, timeout: Optional[float] = None, select: Optional[Iterable[str]] = None,
+           cwd: Optional[Path] = None) -> int:
+    """Run a cold-only recording session in `tree`; its manifest lands in `store`.
+    Returns pytest's exit code (1: some check failed or errored; still recorded)."""
+    argv = ["-m", "pytest", *pytest_args, "--compile-cache-check",
+            "--compile-cache-manifest-only", f"--compile-cache-store={store}",
+            "-p", "no:cacheprovider", "-q", "--no-header", *options, *plugin_args()]
+    if importlib.util.find_spec("xdist") is not None:
+        argv += ["-p", "no:xdist"]
+    if select is not None:
+        sel = log.with_suffix(".select.json")
+        sel.write_text(json.dumps(sorted(select)))
+        argv.append(f"--compile-cache-select={sel}")
+    launched = SubprocessLauncher().run(argv, tree_env(dict(os.environ), tree),
+                                        str(cwd or tree), log, timeout)
+    return 124 if launched.timed_out else launched.returncode
+
+
+class Baseline:
+    """REF's manifest in this environment, recorded once per store (file-locked)."""
+
+    def __init__(self, repo: Path, rev: str, store: ManifestStore, options: Sequence[str],
+                 rel_rootdir: Path, rel_invocation: Path, timeout: Optional[float]) -> None:
+        self.repo = repo
+        self.rev = rev
+        self.commit = history.resolve(repo, rev)
+        self.store = store
+        self.options = list(options)
+        self.rel_rootdir = rel_rootdir
+        self.rel_invocation = rel_invocation
+        self.timeout = timeout
+        self._stack = contextlib.ExitStack()
+        self._tree: Optional[Path] = None
+        self.logs: List[Path] = []
+
+    @property
+    def label(self) -> str:
+        return f"{self.rev} ({self.commit['short']} \"{self.commit.get('subject', '')}\")"
+
+    def tree(self) -> Path:
+        """The worktree's directory that corresponds to this session's rootdir."""
+        if self._tree is None:
+            self._tree = self._stack.enter_context(history.worktree(self.repo, self.commit["sha"]))
+        return self._tree / self.rel_rootdir
+
+    def manifest(self, env: Dict[str, Any], nodeids: Sequence[str]) -> Optional[Dict[str, Any]]:
+        env_id = mf.environment_id(env)
+        sha = self.commit["sha"]
+        found = self.store.load(env_id, sha)
+        if found is not None and all(n in found["checks"] for n in nodeids):
+            return found
+        with self.store.lock(f"record-{env_id}-{sha}"):
+            found = self.store.load(env_id, sha)
+            missing = [n for n in nodeids if found is None or n not in found["checks"]]
+            if missing:
+                self._record(missing)
+                found = self.store.load(env_id, sha)
+        return found
+
+    def _record(self, nodeids: Sequence[str]) -> None:
+        root = self.tree()
+        files = sorted({n.split("::")[0] for n in nodeids if (root / n.split("::")[0]).exists()})
+        if not files:
+            return
+        log = Path(tempfile.mkdtemp(prefix="compilecache-baseline-")) / "record.log"
+        self.logs.append(log)
+        record(root, [str(root / f) for f in files] + ["--rootdir", str(root)], self.store.root,
+               self.options, log, self.timeout, select=nodeids,
+               cwd=self._tree / self.rel_invocation if self._tree else root)
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def python_env_probe(device: str) -> Dict[str, Any]:
+    """This interpreter's manifest environment, found in a subprocess (it imports torch)."""
+    import subprocess
+
+    code = ("import json, sys; from pytest_compilecache.workload import environment; "
+            "print(json.dumps(environment(sys.argv[1])))")
+    out = subprocess.run([sys.executable, "-c", code, device], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,0 +1,96 @@
+"""Git: which commit a run belongs to, revisions to compare with, temporary worktrees.
+
+gitpython is imported lazily and is optional: without it, or outside a repository,
+the commit is recorded as "unknown" and the run carries on. No pytest, no torch.
+"""
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+UNKNOWN: Dict[str, Any] = {"sha": "unknown", "short": "unknown", "dirty": None}
+
+
+class GitError(RuntimeError):
+    """A revision or repository problem, said so that the user can fix it."""
+
+
+def _repo(path: Path) -> Any:
+    try:
+        import git  # type: ignore[import-not-found]
+    except ImportError as e:
+        raise GitError("gitpython is not installed: pip install 'pytest-compilecache[git]'") from e
+    try:
+        return git.Repo(str(path), search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise GitError(f"{path} is not inside a git repository") from None
+    except git.GitCommandNotFound:
+        raise GitError("the git executable was not found on PATH") from None
+
+
+def repo_root(path: Path) -> Optional[Path]:
+    try:
+        return Path(_repo(path).working_tree_dir)
+    except GitError:
+        return None
+
+
+def commit_info(path: Path) -> Dict[str, Any]:
+    """sha, short sha, subject, dirty flag of HEAD at `path`; "unknown" when not knowable."""
+    try:
+        repo = _repo(path)
+        head = repo.head.commit
+    except (GitError, ValueError) as e:  # ValueError: a repository without commits
+        return {**UNKNOWN, "error": str(e)}
+    except Exception as e:  # gitpython raises many kinds; the run must go on
+        return {**UNKNOWN, "error": f"{type(e).__name__}: {e}"}
+    try:
+        dirty = repo.is_dirty(untracked_files=False)
+    except Exception:
+        dirty = None
+    return {"sha": head.hexsha, "short": head.hexsha[:10], "dirty": dirty,
+            "subject": head.summary}
+
+
+def resolve(path: Path, rev: str) -> Dict[str, Any]:
+    repo = _repo(path)
+    try:
+        c = repo.commit(rev)
+    except Exception:
+        raise GitError(f"{rev!r} is not a commit in {repo.working_tree_dir} "
+                       f"(a branch, tag or sha; fetch it first in a shallow clone)") from None
+    return {"sha": c.hexsha, "short": c.hexsha[:10], "dirty": False, "subject": c.summary}
+
+
+def commits_between(path: Path, good: str, bad: str) -> List[Dict[str, Any]]:
+    """Commits after `good` up to and including `bad`, oldest first (ancestry path)."""
+    repo = _repo(path)
+    g, b = resolve(path, good)["sha"], resolve(path, bad)["sha"]
+    if not repo.is_ancestor(g, b):
+        raise GitError(f"{good} is not an ancestor of {bad}")
+    shas = repo.git.rev_list("--reverse", "--ancestry-path", f"{g}..{b}").split()
+    return [resolve(path, s) for s in shas]
+
+
+@contextlib.contextmanager
+def worktree(path: Path, sha: str, parent: Optional[Path] = None) -> Iterator[Path]:
+    """A detached temporary worktree of `sha`, removed afterwards."""
+    repo = _repo(path)
+    base = Path(tempfile.mkdtemp(prefix="compilecache-worktree-", dir=parent))
+    tree = base / "tree"
+    try:
+        repo.git.worktree("add", "--detach", str(tree), sha)
+    except Exception as e:
+        shutil.rmtree(base, ignore_errors=True)
+        raise GitError(f"could not check out {sha[:10]} into a worktree: {e}") from None
+    try:
+        yield tree
+    finally:
+        with contextlib.suppress(Exception):
+            repo.git.worktree("remove", "--force", str(tree))
+        shutil.rmtree(base, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            repo.git.worktree("prune")

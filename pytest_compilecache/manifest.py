@@ -1,0 +1,190 @@
+"""Cache-key manifests: per check, per compiled graph, the key and its components as
+the cold run computed them; and the comparison of two manifests (drift).
+
+A manifest is JSON (schema below), one per commit and environment. Pure: no pytest,
+no torch, no git.
+
+    {"schema": "pytest-compilecache/manifest", "schema_version": 1,
+     "commit": {"sha": "…", "short": "…", "dirty": false, "subject": "…"},
+     "environment": {"torch": …, "triton": …, "cuda": …, "python": …, "device": …,
+                     "device_name": …},
+     "checks": {"<node id>": {"verdict": "pass", "graphs": {"<layer>:<compile id>[:bwd]": {
+         "layer": …, "compile_id": …, "backward": …, "key": …, "state": …,
+         "components": [[name, hash, value], …]}}}}}
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import fnmatch
+import hashlib
+import json
+import re
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+from pytest_compilecache import keys
+
+SCHEMA = "pytest-compilecache/manifest"
+SCHEMA_VERSION = 1
+ENV_FIELDS = ("torch", "triton", "cuda", "python", "device", "device_name")
+
+
+def environment(versions: Dict[str, Any], device: Optional[str], device_name: Optional[str]
+                ) -> Dict[str, Any]:
+    """What a manifest is only comparable within (GPU name, CUDA, Triton are key parts)."""
+    env = {k: versions.get(k) for k in ("torch", "triton", "cuda", "python")}
+    env.update(device=device, device_name=device_name)
+    return env
+
+
+def environment_id(env: Dict[str, Any]) -> str:
+    """A readable, filesystem-safe name for an environment, unique by a short hash."""
+    digest = hashlib.sha1(json.dumps({k: env.get(k) for k in ENV_FIELDS},
+                                     sort_keys=True).encode()).hexdigest()[:8]
+    where = env.get("device_name") or env.get("device") or "unknown"
+    label = f"torch{env.get('torch')}-{where}-py{env.get('python')}"
+    return re.sub(r"[^A-Za-z0-9.+-]+", "_", label) + "-" + digest
+
+
+def graph_id(row: Dict[str, Any]) -> str:
+    return f"{row['layer']}:{row['compile_id']}" + (":bwd" if row.get("backward") else "")
+
+
+def check_entry(cache: Dict[str, Any], verdict: str) -> Dict[str, Any]:
+    """The manifest entry of one check from a cold child's `cache` record."""
+    graphs: Dict[str, Dict[str, Any]] = {}
+    for cid, by_layer in sorted((cache.get("graphs") or {}).items()):
+        for layer in ("aot_autograd", "fx_graph"):
+            for e in by_layer.get(layer, []):
+                row = {"layer": layer, "compile_id": cid, "backward": e.get("backward", False),
+                       "key": e.get("key"), "state": e.get("state"),
+                       "bypass_reason": keys.normalize_reason(e.get("bypass_reason")) or None,
+                       "components": e.get("components") or []}
+                gid, base, n = graph_id(row), graph_id(row), 2
+                while gid in graphs:  # the same graph compiled twice in one run
+                    gid, n = f"{base}#{n}", n + 1
+                graphs[gid] = row
+    return {"verdict": verdict, "graphs": graphs}
+
+
+def new_manifest(commit: Dict[str, Any], env: Dict[str, Any]) -> Dict[str, Any]:
+    return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "commit": commit,
+            "environment": env,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "checks": {}}
+
+
+def is_manifest(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("schema") == SCHEMA
+
+
+# -- comparison ------------------------------------------------------------------------
+def allowed(component: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(component, p) for p in patterns)
+
+
+def compare_check(base: Optional[Dict[str, Any]], head: Optional[Dict[str, Any]],
+                  allow: Sequence[str] = ()) -> Dict[str, Any]:
+    """unchanged / drifted / new / gone for one check, with per-graph component diffs.
+
+    A drift whose every changed component matches `allow` (fnmatch) is `accepted`."""
+    if base is None and head is None:
+        return {"status": "unknown", "graphs": []}
+    if base is None:
+        return {"status": "new", "graphs": []}
+    if head is None:
+        return {"status": "gone", "graphs": []}
+    bg, hg = base.get("graphs") or {}, head.get("graphs") or {}
+    graphs = []
+    for gid in sorted(set(bg) | set(hg), key=_graph_order):
+        b, h = bg.get(gid), hg.get(gid)
+        if b is not None and h is not None and b.get("key") == h.get("key") and \
+                _hashes(b) == _hashes(h):
+            continue
+        g: Dict[str, Any] = {"graph": gid, "layer": (h or b or {}).get("layer"),
+                             "old_key": (b or {}).get("key"), "new_key": (h or {}).get("key")}
+        if b is None or h is None:
+            g["change"] = "graph added" if b is None else "graph removed"
+            g["components"] = []
+        else:
+            g["change"] = "key changed"
+            g["components"] = [{"component": d["component"], "old": d["cold"], "new": d["warm"]}
+                               for d in keys.differing_components(b, h)]
+            gm = next((d for d in g["components"] if d["component"] == "gm"), None)
+            if gm:
+                g["graph_code_diff"] = keys.graph_code_diff(gm["old"], gm["new"], labels=("old", "new"))
+        g["accepted"] = bool(allow) and bool(g["components"]) and all(
+            allowed(c["component"], allow) for c in g["components"])
+        graphs.append(g)
+    if not graphs:
+        status = "unchanged"
+    elif all(g["accepted"] for g in graphs):
+        status = "accepted"
+    else:
+        status = "drifted"
+    return {"status": status, "graphs": graphs}
+
+
+def _hashes(entry: Dict[str, Any]) -> Dict[str, Any]:
+    return {c[0]: c[1] for c in entry.get("components") or []}
+
+
+def _graph_order(gid: str) -> Any:
+    layer, _, rest = gid.partition(":")
+    return (rest, layer)
+
+
+def compare(base: Dict[str, Any], head: Dict[str, Any], nodeids: Optional[Iterable[str]] = None,
+            allow: Sequence[str] = ()) -> Dict[str, Dict[str, Any]]:
+    """Per node id (default: every id in either manifest) the comparison of two manifests."""
+    bc, hc = base.get("checks") or {}, head.get("checks") or {}
+    ids = sorted(set(nodeids) if nodeids is not None else set(bc) | set(hc))
+    return {n: compare_check(bc.get(n), hc.get(n), allow) for n in ids}
+
+
+def differs(base: Dict[str, Any], head: Dict[str, Any], nodeids: Iterable[str]) -> bool:
+    return any(c["status"] in ("drifted", "accepted", "gone")
+               for c in compare(base, head, nodeids).values())
+
+
+# -- rendering ---------------------------------------------------------------------------
+def commit_label(manifest: Dict[str, Any]) -> str:
+    c = manifest.get("commit") or {}
+    label = c.get("short") or (c.get("sha") or "unknown")[:10]
+    if c.get("dirty"):
+        label += " (dirty)"
+    if c.get("subject"):
+        label += f" \"{c['subject']}\""
+    return label
+
+
+def drift_lines(nodeid: str, cmp: Dict[str, Any], base_label: str = "base",
+                head_label: str = "head") -> List[str]:
+    lines = [f"{cmp['status']:<9} {nodeid}"]
+    for g in cmp["graphs"]:
+        tag = " (accepted)" if g.get("accepted") else ""
+        lines.append(f"  {g['graph']}: {g['change']}{tag}  {g.get('old_key') or '-'} -> "
+                     f"{g.get('new_key') or '-'}")
+        for c in g.get("components", []):
+            if c["component"] == "gm":
+                lines.append("    gm (graph code) changed")
+                continue
+            lines.append(f"    {c['component']}: {_short(c['old'])} -> {_short(c['new'])}")
+        for d in g.get("graph_code_diff", []):
+            lines.append("      " + d)
+    return lines
+
+
+def _short(v: Any, limit: int = 100) -> str:
+    s = "-" if v is None else str(v)
+    return s if len(s) <= limit else s[:limit] + "…"
+
+
+def manifest_lines(manifest: Dict[str, Any]) -> List[str]:
+    env = manifest.get("environment") or {}
+    lines = [f"manifest of {commit_label(manifest)} in {environment_id(env)}"]
+    for nodeid, entry in sorted((manifest.get("checks") or {}).items()):
+        lines.append(f"  {nodeid} ({entry.get('verdict')})")
+        for gid, g in sorted((entry.get("graphs") or {}).items(), key=lambda kv: _graph_order(kv[0])):
+            lines.append(f"    {gid:<26} {g.get('state') or '-':<7} {g.get('key') or '-'} "
+                         f"({len(g.get('components') or [])} components)")
+    return lines

@@ -1,0 +1,87 @@
+"""The manifest store: one JSON file per commit and environment, safe for concurrent
+writers (xdist workers, parallel pytest sessions): every write is a locked
+read-merge-write of the check entries, then an atomic rename.
+
+    <store>/manifests/<environment id>/<sha>.json        (a clean commit)
+    <store>/manifests/<environment id>/<sha>-dirty.json  (a dirty work tree; replaced)
+
+No pytest, no torch; filelock for the locks.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+from pytest_compilecache import manifest as mf
+
+DEFAULT_DIR = ".compilecache"
+LOCK_TIMEOUT_S = 600.0
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class ManifestStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _ensure(self) -> None:
+        if not self.root.is_dir():
+            self.root.mkdir(parents=True, exist_ok=True)
+        ignore = self.root / ".gitignore"
+        if not ignore.exists():  # the store must not make the work tree dirty
+            with contextlib.suppress(OSError):
+                ignore.write_text("# created by pytest-compilecache\n*\n")
+        (self.root / "locks").mkdir(mode=0o700, exist_ok=True)
+
+    @contextlib.contextmanager
+    def lock(self, name: str, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+        from filelock import FileLock
+
+        self._ensure()
+        with FileLock(str(self.root / "locks" / f"{name}.lock"), timeout=timeout):
+            yield
+
+    def path(self, env_id: str, sha: str, dirty: bool = False) -> Path:
+        return self.root / "manifests" / env_id / (f"{sha}-dirty.json" if dirty else f"{sha}.json")
+
+    def load(self, env_id: str, sha: str, dirty: bool = False) -> Optional[Dict[str, Any]]:
+        p = self.path(env_id, sha, dirty)
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if mf.is_manifest(data) else None
+
+    def merge(self, commit: Dict[str, Any], env: Dict[str, Any],
+              checks: Dict[str, Dict[str, Any]]) -> Path:
+        """Add or replace these checks' entries in the commit's manifest; keep the rest."""
+        env_id = mf.environment_id(env)
+        sha = commit.get("sha") or "unknown"
+        dirty = bool(commit.get("dirty"))
+        p = self.path(env_id, sha, dirty)
+        with self.lock(f"{env_id}-{sha}"):
+            data = self.load(env_id, sha, dirty) or mf.new_manifest(commit, env)
+            data["checks"].update(checks)
+            data["commit"] = commit
+            write_json_atomic(p, data)
+        return p
+
+    def environments(self) -> List[str]:
+        d = self.root / "manifests"
+        return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
