@@ -35,7 +35,7 @@ def plugin_args() -> List[str]:
 
 def tree_env(base: Dict[str, str], tree: Path) -> Dict[str, str]:
     """Imports resolve to the worktree's code first (flat and src layouts)."""
-    env = {k: v for k, v in base.items() if k != CHILD_SPEC_ENV}
+    env = dict(base)
     first = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
     env["PYTHONPATH"] = os.pathsep.join(first + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
@@ -55,7 +55,8 @@ def record(tree: Path, pytest_args: Sequence[str], store: Path, options: Sequenc
         sel = log.with_suffix(".select.json")
         sel.write_text(json.dumps(sorted(select)))
         argv.append(f"--compile-cache-select={sel}")
-    launched = SubprocessLauncher().run(argv, tree_env(dict(os.environ), tree),
+    env = tree_env({k: v for k, v in os.environ.items() if k != CHILD_SPEC_ENV}, tree)
+    launched = SubprocessLauncher().run(argv, env,
                                         str(cwd or tree), log, timeout)
     return 124 if launched.timed_out else launched.returncode
 

@@ -1,0 +1,226 @@
+"""`pytest-compilecache show | diff | bisect` (also `python -m pytest_compilecache`).
+
+show and diff read JSON only (reports or manifests) and never import torch; bisect
+records manifests by running the selected checks' cold phase at each commit it tests.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from pytest_compilecache import manifest as mf
+from pytest_compilecache import report
+
+EXIT_OK, EXIT_DIFFERENT, EXIT_USAGE = 0, 1, 2
+
+
+def _load(path: str) -> Dict[str, Any]:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"pytest-compilecache: cannot read {path}: {e}")
+    if mf.is_manifest(data) or (isinstance(data, dict) and data.get("schema") == report.SCHEMA):
+        return data
+    raise SystemExit(f"pytest-compilecache: {path} is neither a pytest-compilecache report "
+                     f"nor a key manifest")
+
+
+def as_manifest(data: Dict[str, Any]) -> Dict[str, Any]:
+    """A report's cold keys in manifest form, so any two files can be diffed."""
+    if mf.is_manifest(data):
+        return data
+    out = mf.new_manifest(data.get("commit") or {}, {})
+    for c in data.get("checks", []):
+        cache = {"graphs": {}}
+        for row in c.get("graphs", []):
+            if row.get("phase") == "cold":
+                cache["graphs"].setdefault(row["compile_id"], {}).setdefault(
+                    row["layer"], []).append(row)
+        out["checks"][c["nodeid"]] = mf.check_entry(cache, c.get("verdict", "?"))
+        envs = mf.environment(c.get("versions") or {}, c.get("device"), c.get("device_name"))
+        out["environment"] = out["environment"] or envs
+    return out
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    data = _load(args.file)
+    if mf.is_manifest(data):
+        print("\n".join(mf.manifest_lines(data)))
+        return EXIT_OK
+    from pytest_compilecache.verdict import CheckResult
+
+    results = [CheckResult.from_json(c) for c in data.get("checks", [])]
+    commit = data.get("commit") or {}
+    print(f"report of {len(results)} check(s), created {data.get('created')}, commit "
+          f"{commit.get('short', 'unknown')}{' (dirty)' if commit.get('dirty') else ''}")
+    for r in results:
+        if r.verdict not in ("pass", "recorded"):
+            print("\n".join(report.failure_lines(r)) + "\n")
+    print("\n".join(report.summary_lines(results)))
+    return EXIT_OK
+
+
+def print_diff(base: Dict[str, Any], head: Dict[str, Any], nodeids: Optional[Sequence[str]],
+               allow: Sequence[str] = ()) -> bool:
+    """Print the per-check comparison; True when any check drifted."""
+    print(f"base: {mf.commit_label(base)}\nhead: {mf.commit_label(head)}")
+    benv, henv = base.get("environment") or {}, head.get("environment") or {}
+    if benv and henv and benv != henv:
+        print("note: different environments, so keys differ by design: " + ", ".join(
+            f"{k} {benv.get(k)} -> {henv.get(k)}" for k in mf.ENV_FIELDS if benv.get(k) != henv.get(k)))
+    drifted = False
+    for nodeid, cmp in mf.compare(base, head, nodeids, allow).items():
+        print("\n".join(mf.drift_lines(nodeid, cmp)))
+        drifted |= cmp["status"] in ("drifted", "gone", "new")
+    return drifted
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    base, head = as_manifest(_load(args.a)), as_manifest(_load(args.b))
+    return EXIT_DIFFERENT if print_diff(base, head, args.check or None) else EXIT_OK
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from pytest_compilecache import history
+    from pytest_compilecache.baseline import python_env_probe, record
+    from pytest_compilecache.store import DEFAULT_DIR, ManifestStore
+
+    cwd = Path.cwd()
+    try:
+        repo = history.repo_root(cwd)
+        if repo is None:
+            raise history.GitError(f"{cwd} is not inside a git repository (or gitpython is "
+                                   f"not installed)")
+        good = history.resolve(repo, args.good)
+        commits = history.commits_between(repo, args.good, args.bad)
+    except history.GitError as e:
+        print(f"pytest-compilecache bisect: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if not commits:
+        print(f"pytest-compilecache bisect: no commits after {args.good} up to {args.bad}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    pytest_args = [a for a in args.pytest_args if a != "--"]
+    rel_cwd = cwd.resolve().relative_to(repo.resolve())
+    store = ManifestStore(Path(args.store) if args.store else repo / DEFAULT_DIR)
+    env_id = mf.environment_id(python_env_probe(args.device))
+    options = [f"--compile-cache-device={args.device}"]
+    logdir = Path(tempfile.mkdtemp(prefix="compilecache-bisect-"))
+    recorded: List[str] = []
+    targets: Optional[List[str]] = None
+
+    def targets_set(t: List[str]) -> None:
+        nonlocal targets
+        targets = t
+
+    def manifest_at(commit: Dict[str, Any]) -> Dict[str, Any]:
+        sha = commit["sha"]
+        found = store.load(env_id, sha)
+        if found is not None and targets is not None and all(t in found["checks"] for t in targets):
+            return found
+        with history.worktree(repo, sha) as tree:
+            log = logdir / f"{commit['short']}.log"
+            print(f"  recording {commit['short']} \"{commit.get('subject', '')}\" (log: {log})",
+                  flush=True)
+            rc = record(tree, pytest_args, store.root, options, log, select=targets,
+                        cwd=tree / rel_cwd)
+        recorded.append(sha)
+        found = store.load(env_id, sha)
+        missing = [t for t in targets or [] if found is None or t not in found["checks"]]
+        if found is None or missing:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:]) if log.exists() else ""
+            raise Unrecordable(f"no cache keys recorded at {commit['short']} "
+                               f"\"{commit.get('subject', '')}\" (pytest exit code {rc}"
+                               + (f"; missing: {', '.join(missing)}" if missing else "")
+                               + f"); its log {log} ends with:\n{tail}")
+        return found
+
+    print(f"bisecting {len(commits)} commit(s) after {good['short']} up to {args.bad}")
+    try:
+        return _bisect(good, commits, args.bad, manifest_at, store, recorded, targets_set)
+    except Unrecordable as e:
+        print(f"pytest-compilecache bisect: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+class Unrecordable(Exception):
+    """A commit at which the selected checks recorded no keys (crash, collection error)."""
+
+
+def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str, manifest_at: Any,
+            store: Any, recorded: List[str], set_targets: Any) -> int:
+    base = manifest_at(good)
+    targets = sorted(base["checks"])
+    if not targets:
+        raise Unrecordable(f"the selected checks recorded no keys at {good['short']}")
+    set_targets(targets)
+    cache: Dict[int, bool] = {}
+
+    def drifted(i: int) -> bool:
+        if i not in cache:
+            cache[i] = mf.differs(base, manifest_at(commits[i]), targets)
+            print(f"  {commits[i]['short']}: {'keys differ' if cache[i] else 'same keys'}")
+        return cache[i]
+
+    if not drifted(len(commits) - 1):
+        print(f"no key drift between {good['short']} and {bad} for {', '.join(targets)}")
+        return EXIT_DIFFERENT
+    lo, hi = 0, len(commits) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if drifted(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    first = commits[hi]
+    print(f"\nfirst commit whose cache keys differ from {good['short']}: {first['sha']} "
+          f"\"{first.get('subject', '')}\"")
+    print(f"({len(cache)} of {len(commits)} commits tested, {len(recorded)} recorded, the "
+          f"rest read from {store.root})\n")
+    print_diff(base, manifest_at(first), targets)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pytest-compilecache",
+                                description="Read pytest-compilecache reports and key "
+                                            "manifests; find the commit that changed a key.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("show", help="print a report's tables or a manifest's keys")
+    s.add_argument("file", metavar="REPORT_OR_MANIFEST")
+    s.set_defaults(func=cmd_show)
+    d = sub.add_parser("diff", help="compare the cache keys of two reports or manifests "
+                                    "(exit 1 when they differ)")
+    d.add_argument("a", metavar="A")
+    d.add_argument("b", metavar="B")
+    d.add_argument("--check", action="append", metavar="NODEID", help="only this check")
+    d.set_defaults(func=cmd_diff)
+    b = sub.add_parser("bisect", help="find the first commit after GOOD whose key manifest "
+                                      "differs from GOOD's: bisect GOOD BAD -- <pytest args>")
+    b.add_argument("good", metavar="GOOD")
+    b.add_argument("bad", metavar="BAD")
+    b.add_argument("pytest_args", nargs=argparse.REMAINDER,
+                   help="after --: pytest arguments selecting the check(s), e.g. a node id")
+    b.add_argument("--store", help="manifest store (default: .compilecache at the repo root)")
+    b.add_argument("--device", default=os.environ.get("PYTEST_COMPILECACHE_DEVICE", "auto"),
+                   choices=("auto", "cpu", "cuda"))
+    b.set_defaults(func=cmd_bisect)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
