@@ -15,7 +15,6 @@ no torch, no git.
 from __future__ import annotations
 
 import datetime as _dt
-import fnmatch
 import hashlib
 import json
 import re
@@ -79,14 +78,19 @@ def is_manifest(data: Any) -> bool:
 
 # -- comparison ------------------------------------------------------------------------
 def allowed(component: str, patterns: Sequence[str]) -> bool:
-    return any(fnmatch.fnmatchcase(component, p) for p in patterns)
+    """Shell-style `*` and `?`; brackets are literal, as in `inductor_config[*]`."""
+    for p in patterns:
+        rx = re.escape(p).replace(r"\*", ".*").replace(r"\?", ".")
+        if re.fullmatch(rx, component):
+            return True
+    return False
 
 
 def compare_check(base: Optional[Dict[str, Any]], head: Optional[Dict[str, Any]],
                   allow: Sequence[str] = ()) -> Dict[str, Any]:
     """unchanged / drifted / new / gone for one check, with per-graph component diffs.
 
-    A drift whose every changed component matches `allow` (fnmatch) is `accepted`."""
+    A drift whose every changed component matches `allow` is `accepted`."""
     if base is None and head is None:
         return {"status": "unknown", "graphs": []}
     if base is None:

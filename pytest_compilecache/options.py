@@ -59,7 +59,7 @@ def parse_threads(value: str) -> int:
 
 
 def parse_patterns(value: str) -> Tuple[str, ...]:
-    """Comma- or newline-separated fnmatch patterns of key component names."""
+    """Comma- or newline-separated patterns (* and ?) of key component names."""
     return tuple(p.strip() for p in value.replace("\n", ",").split(",") if p.strip())
 
 
@@ -90,8 +90,8 @@ _VALUED = (
      "compare every check's cache keys with those of git revision REF (recorded in a "
      "temporary worktree when the store has none) and fail on drift"),
     ("allow-drift", "string", None, parse_patterns,
-     "key components that may change against the baseline, as comma-separated fnmatch "
-     "patterns (e.g. 'inductor_config[*]'); '*' reports drift without failing"),
+     "key components that may change against the baseline, as comma-separated patterns "
+     "with * and ? wildcards (e.g. 'inductor_config[*]'); '*' reports drift without failing"),
     ("select", "string", None, str,
      "(internal) JSON file listing the node ids a recording session runs"),
 )

@@ -1,0 +1,226 @@
+"""Cache-key drift across commits: real git repositories of a tiny model package, real
+pytest sessions on CPU Inductor, manifests in a real store.
+
+One repository with six commits serves every test in this module, in order:
+  c0 first · c1 comment only · c2 sets an inductor config value in the package ·
+  c3 comment only · c4 changes a constant in forward · c5 comment only
+Manifests recorded by one test are reused by later ones (as the store promises).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+MODEL = '''
+import torch
+
+SCALE = 2.0
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.relu(self.l1(x)) * SCALE
+'''
+
+TEST = '''
+import pytest
+import torch
+
+from pkg.model import Net
+from pytest_compilecache import ModelCase
+
+
+@pytest.fixture
+def net():
+    return ModelCase(Net(), example_inputs=(torch.randn(4, 16),))
+
+
+@pytest.mark.compile_cache
+def test_net(net):
+    ...
+'''
+
+NODE = "tests/test_net.py::test_net"
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def commit(repo: Path, message: str, files: Dict[str, str]) -> str:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(textwrap.dedent(text))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, object]:
+    path = tmp_path_factory.mktemp("model_repo")
+    git(path, "init", "-q")
+    shas: List[str] = []
+    init = "import torch  # noqa: F401\n"
+    shas.append(commit(path, "first", {
+        "pytest.ini": "[pytest]\npythonpath = .\n", "pkg/__init__.py": init,
+        "pkg/model.py": MODEL, "tests/test_net.py": TEST}))
+    shas.append(commit(path, "explain the model", {
+        "pkg/model.py": MODEL.replace("class Net", "# a tiny model\nclass Net")}))
+    shas.append(commit(path, "tune inductor", {
+        "pkg/__init__.py": init + "torch._inductor.config.epilogue_fusion = False\n"}))
+    shas.append(commit(path, "document", {"README.md": "a model\n"}))
+    shas.append(commit(path, "scale by three", {
+        "pkg/model.py": MODEL.replace("class Net", "# a tiny model\nclass Net")
+                             .replace("SCALE = 2.0", "SCALE = 3.0")}))
+    shas.append(commit(path, "more docs", {"README.md": "a model\nmore\n"}))
+    return {"path": path, "shas": shas}
+
+
+def run(path: Path, *args: str, cwd: Path = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    return subprocess.run([sys.executable, *args], cwd=cwd or path, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def check_session(path: Path, *args: str) -> Dict[str, object]:
+    report = path.parent / f"{path.name}-report.json"
+    if report.exists():
+        report.unlink()
+    proc = run(path, "-m", "pytest", "-p", "no:cacheprovider", "--compile-cache-check",
+               f"--compile-cache-report={report}", *args)
+    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(report.read_text())
+    (c,) = [c for c in data["checks"] if c["nodeid"] == NODE]
+    return {"ret": proc.returncode, "out": proc.stdout + proc.stderr, "check": c, "report": data}
+
+
+def manifests(path: Path) -> Dict[str, dict]:
+    out = {}
+    for f in (path / ".compilecache" / "manifests").rglob("*.json"):
+        out[f.stem] = json.loads(f.read_text())
+    return out
+
+
+def test_comment_only_change_has_no_drift(repo):
+    path, shas = repo["path"], repo["shas"]
+    git(path, "checkout", "-q", shas[1])
+    s = check_session(path, "--compile-cache-manifest-only", f"--compile-cache-baseline={shas[0]}")
+    assert s["ret"] == 0, s["out"][-3000:]
+    assert s["check"]["verdict"] == "recorded"
+    assert s["check"]["drift"]["status"] == "unchanged"
+    assert s["check"]["drift"]["base_sha"] == shas[0]
+    stored = manifests(path)
+    # the baseline was recorded in a worktree; this run's manifest is stored for c1, clean
+    assert shas[0] in stored and shas[1] in stored
+    assert stored[shas[1]]["commit"]["dirty"] is False
+    assert stored[shas[1]]["commit"]["subject"] == "explain the model"
+    graphs = stored[shas[1]]["checks"][NODE]["graphs"]
+    assert {"aot_autograd:0/0", "fx_graph:0/0"} <= set(graphs)
+    assert any(c[0] == "gm" for c in graphs["fx_graph:0/0"]["components"])
+    assert (path / ".compilecache" / ".gitignore").exists()
+    assert git(path, "status", "--porcelain") == ""  # the store leaves the tree clean
+
+
+def test_config_set_in_the_package_drifts_and_names_the_component(repo):
+    path, shas = repo["path"], repo["shas"]
+    git(path, "checkout", "-q", shas[2])
+    s = check_session(path, "--compile-cache-manifest-only", f"--compile-cache-baseline={shas[1]}")
+    assert s["ret"] == 1, s["out"][-3000:]
+    c = s["check"]
+    assert c["verdict"] == "fail" and c["drift"]["status"] == "drifted"
+    comps = {x["component"]: x for g in c["drift"]["graphs"] for x in g["components"]}
+    assert comps["inductor_config[epilogue_fusion]"]["old"] == "True"
+    assert comps["inductor_config[epilogue_fusion]"]["new"] == "False"
+    assert "gm" not in comps
+    assert "inductor_config[epilogue_fusion]: True -> False" in s["out"]
+    assert "explain the model" in s["out"]  # the baseline commit is named
+
+    # an allow-list accepts exactly that drift
+    ok = check_session(path, "--compile-cache-manifest-only", f"--compile-cache-baseline={shas[1]}",
+                       "--compile-cache-allow-drift=inductor_config[*]")
+    assert ok["ret"] == 0, ok["out"][-3000:]
+    assert ok["check"]["drift"]["status"] == "accepted"
+
+
+def test_graph_change_drifts_with_a_graph_code_diff(repo):
+    path, shas = repo["path"], repo["shas"]
+    git(path, "checkout", "-q", shas[4])
+    (path / "README.md").write_text("local edit\n")  # a dirty work tree is recorded as such
+    s = check_session(path, "--compile-cache-manifest-only", f"--compile-cache-baseline={shas[3]}")
+    git(path, "checkout", "-q", "--", "README.md")
+    assert s["ret"] == 1, s["out"][-3000:]
+    fx = [g for g in s["check"]["drift"]["graphs"] if g["graph"] == "fx_graph:0/0"][0]
+    assert [x["component"] for x in fx["components"]] == ["gm"]
+    diff = "\n".join(fx["graph_code_diff"])
+    assert "-    mul = torch.ops.aten.mul.Tensor(relu, 2.0)" in diff
+    assert "+    mul = torch.ops.aten.mul.Tensor(relu, 3.0)" in diff
+    assert s["report"]["commit"]["dirty"] is True
+    assert f"{shas[4]}-dirty" in manifests(path)
+
+
+def test_deploy_scenario_passes_on_a_comment_in_the_model_file(repo):
+    path, shas = repo["path"], repo["shas"]
+    git(path, "checkout", "-q", shas[1])
+    s = check_session(path, f"--compile-cache-baseline={shas[0]}", "--compile-cache-baseline-warm")
+    assert s["ret"] == 0, s["out"][-3000:]
+    layers = s["check"]["layers"]
+    for layer in ("dynamo_pgo", "aot_autograd", "fx_graph", "kernels"):
+        assert layers[layer]["state"] == "hit", (layer, s["out"][-3000:])
+
+
+def test_deploy_scenario_fails_and_names_the_drifted_component(repo):
+    path, shas = repo["path"], repo["shas"]
+    git(path, "checkout", "-q", shas[2])
+    s = check_session(path, f"--compile-cache-baseline={shas[1]}", "--compile-cache-baseline-warm")
+    assert s["ret"] == 1, s["out"][-3000:]
+    for layer in ("aot_autograd", "fx_graph"):
+        lv = s["check"]["layers"][layer]
+        assert lv["state"] == "miss"
+        assert any("inductor_config[epilogue_fusion]" in r for r in lv["reasons"]), lv
+    # the numbers did not change, so no output problem is reported
+    assert not any(p.startswith("outputs") for p in s["check"]["problems"])
+
+
+def test_bisect_finds_the_first_drifting_commit(repo):
+    path, shas = repo["path"], repo["shas"]
+    git(path, "checkout", "-q", shas[5])
+    proc = run(path, "-m", "pytest_compilecache", "bisect", "--device", "cpu", shas[0], shas[5],
+               "--", NODE)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert f"first commit whose cache keys differ from {shas[0][:10]}: {shas[2]} \"tune inductor\"" in out
+    assert "inductor_config[epilogue_fusion]: True -> False" in out
+    assert "of 5 commits tested" in out
+
+
+def test_cli_show_and_diff_read_json_without_torch(repo):
+    path, shas = repo["path"], repo["shas"]
+    stored = {k: f for f in (path / ".compilecache" / "manifests").rglob("*.json")
+              for k in [f.stem]}
+    proc = run(path, "-X", "importtime", "-m", "pytest_compilecache", "diff",
+               str(stored[shas[1]]), str(stored[shas[2]]))
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert "drifted   tests/test_net.py::test_net" in proc.stdout
+    assert "inductor_config[epilogue_fusion]: True -> False" in proc.stdout
+    assert not [l for l in proc.stderr.splitlines() if l.rstrip().endswith("| torch")]
+    same = run(path, "-m", "pytest_compilecache", "diff", str(stored[shas[0]]), str(stored[shas[1]]))
+    assert same.returncode == 0 and "unchanged" in same.stdout
+    shown = run(path, "-m", "pytest_compilecache", "show", str(stored[shas[2]]))
+    assert shown.returncode == 0 and "fx_graph:0/0" in shown.stdout and NODE in shown.stdout
