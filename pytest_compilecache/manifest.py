@@ -179,7 +179,7 @@ def drift_lines(nodeid: str, cmp: Dict[str, Any], base_label: str = "base",
 
 
 def _short(v: Any, limit: int = 100) -> str:
-    s = "-" if v is None else str(v)
+    s = "-" if v is None else "".join(ch if ch.isprintable() else "?" for ch in str(v))
     return s if len(s) <= limit else s[:limit] + "…"
 
 

@@ -133,7 +133,8 @@ def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None)
 
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    with FileLock(f"{path}.lock", timeout=600):
+    lock = os.path.join(d, f".{os.path.basename(path)}.lock")  # hidden, beside the report
+    with FileLock(lock, timeout=600):
         if since is not None:
             try:
                 with open(path) as f:
