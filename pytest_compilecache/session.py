@@ -75,6 +75,9 @@ class CompileCacheSession:
         self.store_path: Optional[Path] = self._store_path()
         self.manifest_paths: set = set()
         self.started = report.now()
+        self._deselected: set = set()
+        self._collected_files: set = set()
+        self.gone: List[str] = []
 
     # -- collection ------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -93,6 +96,32 @@ class CompileCacheSession:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._check_ids = [i.nodeid for i in session.items if isinstance(i, CheckItem)]
+        self._collected_files = {i.nodeid.split("::")[0] for i in session.items}
+
+    def pytest_deselected(self, items: List[pytest.Item]) -> None:
+        self._deselected.update(i.nodeid for i in items)
+
+    def _gone_checks(self) -> List[str]:
+        """Checks the baseline has, in files this session collected, that no longer exist."""
+        if not self.settings.baseline or self.settings.baseline_warm or not self.results \
+                or self.store_path is None:
+            return []
+        try:
+            from pytest_compilecache import history
+            from pytest_compilecache.store import ManifestStore
+
+            repo = history.repo_root(self.config.rootpath)
+            sha = history.resolve(repo, self.settings.baseline)["sha"] if repo else None
+        except Exception:
+            return []
+        r = next((r for r in self.results if r.versions), None)
+        if sha is None or r is None:
+            return []
+        env = mf.environment(r.versions, r.device, r.device_name)
+        base = ManifestStore(self.store_path).load(mf.environment_id(env), sha) or {}
+        ran = {x.nodeid for x in self.results}
+        return sorted(n for n in base.get("checks", {}) if n.split("::")[0] in self._collected_files
+                      and n not in ran and n not in self._deselected)
 
     # -- one check ---------------------------------------------------------------------
     def run_check(self, item: CheckItem) -> CheckResult:
@@ -345,8 +374,11 @@ class CompileCacheSession:
             workeroutput["compile_cache_results"] = json.dumps(
                 [r.to_json() for r in self.results])
             return
+        self.gone = self._gone_checks()
         if self.settings.report:
-            report.write_report(self.settings.report, self.report_dict(), since=self.started)
+            data = self.report_dict()
+            data["baseline_gone"] = self.gone
+            report.write_report(self.settings.report, data, since=self.started)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if getattr(self.config, "workeroutput", None) is not None or not self.results:
@@ -354,6 +386,8 @@ class CompileCacheSession:
         terminalreporter.write_sep("=", "compile-cache summary")
         for line in report.summary_lines(self.results):
             terminalreporter.write_line(line)
+        for nodeid in self.gone:
+            terminalreporter.write_line(f"  gone      {nodeid} (in the baseline, not here)")
         for path in sorted(self.manifest_paths):
             terminalreporter.write_line(f"key manifest: {path}")
         if self.settings.report:

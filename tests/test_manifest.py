@@ -1,0 +1,50 @@
+"""Manifest comparison semantics (pure; the sessions in test_drift.py produce real ones)."""
+from pytest_compilecache import manifest as mf
+
+
+def entry(**graphs):
+    return {"verdict": "pass", "graphs": {
+        gid: {"layer": gid.split(":")[0], "key": key,
+              "components": [[name, h, value] for name, h, value in comps]}
+        for gid, (key, comps) in graphs.items()}}
+
+
+BASE = entry(**{"fx_graph:0/0": ("f1", [("gm", "g1", "a\\nb = x * 2.0"), ("inductor_config[x]", "c1", "True")])})
+
+
+def test_same_keys_are_unchanged_and_missing_sides_are_new_or_gone():
+    assert mf.compare_check(BASE, BASE)["status"] == "unchanged"
+    assert mf.compare_check(None, BASE)["status"] == "new"
+    assert mf.compare_check(BASE, None)["status"] == "gone"
+
+
+def test_drift_lists_components_by_hash_and_diffs_graph_code():
+    head = entry(**{"fx_graph:0/0": ("f2", [("gm", "g2", "a\\nb = x * 3.0"), ("inductor_config[x]", "c1", "True")])})
+    cmp = mf.compare_check(BASE, head)
+    assert cmp["status"] == "drifted"
+    (g,) = cmp["graphs"]
+    assert [c["component"] for c in g["components"]] == ["gm"]
+    assert "-b = x * 2.0" in g["graph_code_diff"] and "+b = x * 3.0" in g["graph_code_diff"]
+
+
+def test_allow_list_accepts_only_matching_components():
+    head = entry(**{"fx_graph:0/0": ("f3", [("gm", "g1", "a\\nb = x * 2.0"), ("inductor_config[x]", "c2", "False")])})
+    assert mf.compare_check(BASE, head, ["inductor_config[*]"])["status"] == "accepted"
+    assert mf.compare_check(BASE, head, ["gm"])["status"] == "drifted"
+    assert mf.compare_check(BASE, head, ["*"])["status"] == "accepted"
+
+
+def test_a_graph_that_appears_is_drift_not_acceptable_by_pattern():
+    same = ("f1", [("gm", "g1", "a\\nb = x * 2.0"), ("inductor_config[x]", "c1", "True")])
+    head = entry(**{"fx_graph:0/0": same, "fx_graph:1/0": ("f9", [("gm", "g9", "c")])})
+    cmp = mf.compare_check(BASE, head, ["*"])
+    assert cmp["status"] == "drifted"
+    assert [g["change"] for g in cmp["graphs"]] == ["graph added"]
+
+
+def test_environment_id_is_readable_and_distinguishes_gpus():
+    a = mf.environment({"torch": "2.11.0+cu130", "python": "3.12.3", "cuda": "13.0", "triton": "3.6.0"},
+                       "cuda", "NVIDIA H200")
+    b = dict(a, device_name="NVIDIA H100")
+    assert mf.environment_id(a).startswith("torch2.11.0+cu130-NVIDIA_H200-py3.12.3-")
+    assert mf.environment_id(a) != mf.environment_id(b)
