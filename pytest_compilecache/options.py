@@ -168,6 +168,9 @@ class Settings:
         if values["baseline_warm"] and not values.get("baseline"):
             raise ValueError("--compile-cache-baseline-warm needs --compile-cache-baseline=REF "
                              "(the revision whose caches the warm run starts from)")
+        if values["baseline_warm"] and values["manifest_only"]:
+            raise ValueError("--compile-cache-baseline-warm needs a warm run; drop "
+                             "--compile-cache-manifest-only")
         return cls(check=bool(config.getoption("compile_cache_check")), **values)
 
 

@@ -49,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(e)) from None
     if not settings.check:
         return
+    if settings.baseline:
+        _check_baseline(config, settings.baseline)
     from pytest_compilecache.session import CompileCacheSession, XdistHooks
 
     session = CompileCacheSession(config, settings)
@@ -56,6 +58,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(session, "compilecache-session")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(session), "compilecache-xdist")
+
+
+def _check_baseline(config: pytest.Config, rev: str) -> None:
+    """A wrong REF is a usage error up front, not one error per check."""
+    from pytest_compilecache import history
+
+    try:
+        repo = history.repo_root(config.rootpath)
+        if repo is None:
+            raise history.GitError(f"{config.rootpath} is not inside a git repository")
+        history.resolve(repo, rev)
+    except history.GitError as e:
+        raise pytest.UsageError(f"--compile-cache-baseline={rev}: {e}") from None
 
 
 @pytest.fixture

@@ -224,3 +224,12 @@ def test_cli_show_and_diff_read_json_without_torch(repo):
     assert same.returncode == 0 and "unchanged" in same.stdout
     shown = run(path, "-m", "pytest_compilecache", "show", str(stored[shas[2]]))
     assert shown.returncode == 0 and "fx_graph:0/0" in shown.stdout and NODE in shown.stdout
+
+
+def test_a_wrong_baseline_is_a_usage_error_that_says_what_to_fix(repo):
+    path = repo["path"]
+    proc = run(path, "-m", "pytest", "-p", "no:cacheprovider", "--compile-cache-check",
+               "--compile-cache-baseline=no-such-branch")
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "--compile-cache-baseline=no-such-branch: 'no-such-branch' is not a commit" in proc.stderr
+    assert "fetch it first in a shallow clone" in proc.stderr
