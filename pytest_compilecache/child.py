@@ -44,7 +44,10 @@ class ChildPlugin:
             return
         self.result["device"] = self.device
         if self.device == "cuda":
+            if self.spec.get("cuda_index"):  # --compile-cache-warm-on-other-gpu
+                torch.cuda.set_device(int(self.spec["cuda_index"]))
             self.result["device_name"] = torch.cuda.get_device_name()
+            self.result["cuda_index"] = torch.cuda.current_device()
         self._unpatch = wl.patch_torch_compile(self.recorder)
 
     def context(self) -> wl.CheckContext:

@@ -1,4 +1,4 @@
-"""`pytest-compilecache show | diff | bisect` (also `python -m pytest_compilecache`).
+"""`pytest-compilecache show | diff | merge | bisect` (also `python -m pytest_compilecache`).
 
 show and diff read JSON only (reports or manifests) and never import torch; bisect
 records manifests by running the selected checks' cold phase at each commit it tests.
@@ -187,6 +187,19 @@ def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str, manif
     return EXIT_OK
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    from pytest_compilecache.shard import merge_reports
+
+    reports = [_load(path) for path in args.reports]
+    if any(mf.is_manifest(r) for r in reports):
+        raise SystemExit("pytest-compilecache merge: merge takes reports, not manifests")
+    merged = merge_reports(reports)
+    report.write_report(args.output, merged)
+    print(f"merged {len(reports)} report(s), {len(merged['checks'])} check(s) into "
+          f"{args.output}: " + ", ".join(f"{v} {n}" for v, n in merged["summary"].items() if n))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pytest-compilecache",
                                 description="Read pytest-compilecache reports and key "
@@ -201,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("b", metavar="B")
     d.add_argument("--check", action="append", metavar="NODEID", help="only this check")
     d.set_defaults(func=cmd_diff)
+    m = sub.add_parser("merge", help="merge the reports of several machines (shards) into one")
+    m.add_argument("reports", nargs="+", metavar="REPORT")
+    m.add_argument("-o", "--output", required=True, metavar="REPORT")
+    m.set_defaults(func=cmd_merge)
     b = sub.add_parser("bisect", help="find the first commit after GOOD whose key manifest "
                                       "differs from GOOD's: bisect GOOD BAD -- <pytest args>")
     b.add_argument("good", metavar="GOOD")

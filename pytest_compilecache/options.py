@@ -63,6 +63,37 @@ def parse_patterns(value: str) -> Tuple[str, ...]:
     return tuple(p.strip() for p in value.replace("\n", ",").split(",") if p.strip())
 
 
+def parse_gpus(value: str) -> str:
+    from pytest_compilecache.gpus import parse_gpus as parse
+
+    try:
+        parse(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value.strip() or "auto"
+
+
+def parse_jobs(value: str) -> int:
+    try:
+        v = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of jobs") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"jobs per GPU must be >= 1, got {value!r}")
+    return v
+
+
+def parse_shard(value: str) -> Tuple[int, int]:
+    """'I/N' with 1 <= I <= N: this machine's slice of the checks."""
+    try:
+        i, n = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a shard; use I/N, e.g. 2/4") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"shard {value!r}: need 1 <= I <= N")
+    return (i, n)
+
+
 # name, ini type, default, parser, help
 _VALUED = (
     ("report", "string", None, str,
@@ -92,6 +123,21 @@ _VALUED = (
     ("allow-drift", "string", None, parse_patterns,
      "key components that may change against the baseline, as comma-separated patterns "
      "with * and ? wildcards (e.g. 'inductor_config[*]'); '*' reports drift without failing"),
+    ("gpus", "string", "auto", parse_gpus,
+     "GPUs the checks run on: auto (CUDA_VISIBLE_DEVICES, else every GPU; CUDA is never "
+     "initialised to find them) or a list such as 0,1,3"),
+    ("jobs-per-gpu", "string", "1", parse_jobs,
+     "concurrent checks per GPU (compiles are mostly CPU work)"),
+    ("lock-dir", "string", None, str,
+     "directory of the device-slot locks; share it between sessions on one host (default: "
+     "a private directory per session, shared by its xdist workers)"),
+    ("lease-timeout", "string", "7200", parse_timeout,
+     "seconds a phase may wait for a free device slot before it errors"),
+    ("shard", "string", None, parse_shard,
+     "run only slice I of N of the checks (I/N), for a CI matrix; merge the reports with "
+     "`pytest-compilecache merge`"),
+    ("shard-times", "string", None, str,
+     "a previous JSON report: balance --compile-cache-shard by its recorded times"),
     ("select", "string", None, str,
      "(internal) JSON file listing the node ids a recording session runs"),
 )
@@ -102,6 +148,9 @@ _FLAGS = (
     ("repeat", "run a second cold compile in a relocated cache root and working directory "
                "and fail on any cache-key difference (a nondeterministic key)"),
     ("manifest-only", "record the key manifests from cold runs only: no warm run, no verdict"),
+    ("warm-on-other-gpu", "run the warm phase on another GPU than the cold one (both see "
+                          "both GPUs; cold uses the first, warm the second), as a restart "
+                          "that lands on any device"),
 )
 
 
@@ -120,7 +169,7 @@ def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., An
                   default=None, type=parser, metavar=name.split("-")[-1].upper(), help=help_)
     if addini is not None:
         for name, kind, default, _, help_ in _VALUED:
-            if name in ("report", "select"):
+            if name in ("report", "select", "shard", "shard-times"):
                 continue
             addini("compile_cache_" + name.replace("-", "_"), help=help_, type=kind,
                    default=default)
@@ -144,6 +193,13 @@ class Settings:
     baseline_warm: bool = False
     repeat: bool = False
     manifest_only: bool = False
+    gpus: str = "auto"
+    jobs_per_gpu: int = 1
+    lock_dir: Optional[str] = None
+    lease_timeout: float = 7200.0
+    shard: Optional[Tuple[int, int]] = None
+    shard_times: Optional[str] = None
+    warm_on_other_gpu: bool = False
 
     @classmethod
     def from_config(cls, config: Any) -> "Settings":
@@ -151,7 +207,7 @@ class Settings:
         for name, _, default, parser, _ in _VALUED:
             dest = name.replace("-", "_")
             v = config.getoption("compile_cache_" + dest)
-            if v is None and name not in ("report", "select"):
+            if v is None and name not in ("report", "select", "shard", "shard-times"):
                 raw = config.getini("compile_cache_" + dest)
                 if raw not in (None, ""):
                     try:

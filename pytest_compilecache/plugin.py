@@ -51,9 +51,20 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if settings.baseline:
         _check_baseline(config, settings.baseline)
-    from pytest_compilecache.session import CompileCacheSession, XdistHooks
+    from pytest_compilecache.session import CompileCacheSession, XdistHooks, lock_dir
 
+    from pytest_compilecache.gpus import LOCK_DIR_ENV
+
+    owned = None
+    if not hasattr(config, "workerinput"):  # the controller: workers inherit its lock dir
+        fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
+        try:
+            path = lock_dir(settings.lock_dir)
+        except OSError as e:
+            raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
+        owned = path if fresh else None
     session = CompileCacheSession(config, settings)
+    session.owned_lock_dir = owned
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "compilecache-session")
     if config.pluginmanager.hasplugin("xdist"):

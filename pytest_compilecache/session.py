@@ -5,11 +5,14 @@ The controller never imports torch: fixtures run only in the phase children.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sys
+import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -76,6 +79,10 @@ class CompileCacheSession:
         self.manifest_paths: set = set()
         self.started = report.now()
         self._deselected: set = set()
+        self._pool: Any = None  # gpus.SlotPool, built on first use
+        self.owned_lock_dir: Optional[str] = None  # made by this controller; removed at the end
+        self._leases: List[Dict[str, Any]] = []
+        self._cold_device: Optional[str] = None
         self._collected_files: set = set()
         self.gone: List[str] = []
 
@@ -86,6 +93,18 @@ class CompileCacheSession:
             if isinstance(item, pytest.Function) and item.get_closest_marker(MARKER):
                 items[i] = CheckItem.from_parent(item.parent, name=item.name, original=item,
                                                  check_session=self)
+        if self.settings.shard:
+            from pytest_compilecache import shard
+
+            index, count = self.settings.shard
+            times = shard.times_from_report(self.settings.shard_times) \
+                if self.settings.shard_times else None
+            checks = [i.nodeid for i in items if isinstance(i, CheckItem)]
+            mine = shard.select(checks, index, count, times)
+            drop = [i for i in items if isinstance(i, CheckItem) and i.nodeid not in mine]
+            if drop:
+                items[:] = [i for i in items if i not in drop]
+                config.hook.pytest_deselected(items=drop)
         if self.settings.select:  # a recording session runs only the checks it was given
             wanted = set(json.loads(Path(self.settings.select).read_text()))
             drop = [i for i in items if i.nodeid not in wanted]
@@ -126,6 +145,7 @@ class CompileCacheSession:
     # -- one check ---------------------------------------------------------------------
     def run_check(self, item: CheckItem) -> CheckResult:
         s = self.settings
+        self._leases, self._cold_device = [], None
         root = CacheRoot.create(item.nodeid, s.root)
         timings: Dict[str, Optional[float]] = {}
         recs: Dict[str, Dict[str, Any]] = {}
@@ -166,6 +186,7 @@ class CompileCacheSession:
                 self._repeat(item, entry, result, timings)
             if s.baseline:
                 self._compare_with_baseline(item.nodeid, recs["cold"], entry, result)
+        result.leases = list(self._leases)
         if result.problems and result.verdict in ("pass", "recorded"):
             result.verdict = "fail"
         if result.verdict in ("pass", "recorded") and not s.keep:
@@ -297,9 +318,18 @@ class CompileCacheSession:
         elif cwd is not None:  # `python -m pytest` had the invocation dir on sys.path
             env["PYTHONPATH"] = os.pathsep.join(
                 [str(invocation)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        launched = self.launcher.run(self._child_argv(item, root, phase, tree), env,
-                                     str(cwd or invocation),
-                                     root.phases / f"{phase}.log", self.settings.timeout)
+        try:
+            with self._lease(item.nodeid, phase, env, spec, spec_path) as lease:
+                launched = self.launcher.run(self._child_argv(item, root, phase, tree), env,
+                                             str(cwd or invocation),
+                                             root.phases / f"{phase}.log", self.settings.timeout)
+        except Exception as e:  # a lease timeout or an unusable lock dir: this check errors
+            from pytest_compilecache.gpus import LeaseTimeout
+
+            if not isinstance(e, (LeaseTimeout, OSError)):
+                raise
+            return {}, error_result(item.nodeid, phase, str(e), "", timings)
+        self._leases.append({"phase": phase, **lease.to_json()})
         timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
         rec: Dict[str, Any] = {}
         if out.exists():
@@ -316,6 +346,51 @@ class CompileCacheSession:
             return rec, error_result(item.nodeid, phase, "failed:\n" + rec["error"].rstrip(),
                                      "" if rec.get("ran") else launched.tail(), timings)
         return rec, None
+
+    # -- device slots --------------------------------------------------------------------
+    def slot_pool(self) -> Any:
+        if self._pool is None:
+            from pytest_compilecache import gpus
+
+            s = self.settings
+            devices: List[str] = []
+            if s.device != "cpu":
+                devices = gpus.parse_gpus(s.gpus) or gpus.visible_gpus()
+            slots = (gpus.slots_for(devices, s.jobs_per_gpu) if devices
+                     else gpus.cpu_slots(os.cpu_count() or 1, s.threads))
+            self._pool = gpus.SlotPool(Path(lock_dir(s.lock_dir)), slots, s.lease_timeout,
+                                       say=lambda m: print(f"pytest-compilecache: {m}",
+                                                           file=sys.stderr, flush=True))
+        return self._pool
+
+    def _lease(self, nodeid: str, phase: str, env: Dict[str, str], spec: Dict[str, Any],
+               spec_path: Path) -> Any:
+        """Lease a slot for one phase and point the child at its GPU."""
+        pool = self.slot_pool()
+        devices = list(dict.fromkeys(sl.device for sl in pool.slots))
+        other = self.settings.warm_on_other_gpu and len(devices) > 1 and devices != ["cpu"]
+        want = None
+        if other and phase == "warm" and self._cold_device is not None:
+            want = devices[(devices.index(self._cold_device) + 1) % len(devices)]
+
+        @contextlib.contextmanager
+        def leased() -> Iterator[Any]:
+            with pool.lease(f"{nodeid} [{phase}]", device=want) as lease:
+                dev = lease.slot.device
+                if phase == "cold":
+                    self._cold_device = dev
+                if dev != "cpu":
+                    if other and self._cold_device is not None:
+                        pair = [self._cold_device,
+                                devices[(devices.index(self._cold_device) + 1) % len(devices)]]
+                        env["CUDA_VISIBLE_DEVICES"] = ",".join(pair)
+                        spec["cuda_index"] = pair.index(dev)
+                        spec_path.write_text(json.dumps(spec))
+                    else:
+                        env.update(lease.slot.env())
+                yield lease
+
+        return leased()
 
     def _pch_dir(self) -> Path:
         if self._shared_pch is None:
@@ -374,6 +449,8 @@ class CompileCacheSession:
             workeroutput["compile_cache_results"] = json.dumps(
                 [r.to_json() for r in self.results])
             return
+        if self.owned_lock_dir:
+            shutil.rmtree(self.owned_lock_dir, ignore_errors=True)
         self.gone = self._gone_checks()
         if self.settings.report:
             data = self.report_dict()
@@ -392,6 +469,18 @@ class CompileCacheSession:
             terminalreporter.write_line(f"key manifest: {path}")
         if self.settings.report:
             terminalreporter.write_line(f"report written to {self.settings.report}")
+
+
+def lock_dir(chosen: Optional[str]) -> str:
+    """The slot-lock directory: the option, else the one the controller made for this
+    session (inherited by xdist workers and recording sessions through the env)."""
+    from pytest_compilecache.gpus import LOCK_DIR_ENV, private_dir
+
+    if chosen:
+        return str(private_dir(Path(chosen)))
+    if not os.environ.get(LOCK_DIR_ENV):
+        os.environ[LOCK_DIR_ENV] = tempfile.mkdtemp(prefix="pytest-compilecache-locks-")
+    return os.environ[LOCK_DIR_ENV]
 
 
 def _deploy_outputs(result: CheckResult) -> None:

@@ -46,6 +46,7 @@ class CheckResult:
     cache_root: Optional[str] = None
     drift: Dict[str, Any] = field(default_factory=dict)    # against --compile-cache-baseline
     repeat: Dict[str, Any] = field(default_factory=dict)   # second cold run, relocated
+    leases: List[Dict[str, Any]] = field(default_factory=list)  # device slot per phase
 
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,168 @@
+"""Device slots and their leases: which GPU (or CPU share) a check's child runs on.
+
+A slot is `<device>#<k>` (k < jobs per device). A lease is an exclusive flock on the
+slot's file in a private lock directory shared by every xdist worker of a session (or,
+with --compile-cache-lock-dir, by sessions on one host). The OS drops a flock when its
+holder dies, so a SIGKILLed worker never blocks the others. Never initialises CUDA:
+devices are counted from CUDA_VISIBLE_DEVICES or /proc / nvidia-smi. No pytest, no torch.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+
+LOCK_DIR_ENV = "PYTEST_COMPILECACHE_LOCK_DIR"
+
+
+class LeaseTimeout(RuntimeError):
+    pass
+
+
+def visible_gpus(env: Optional[Dict[str, str]] = None) -> List[str]:
+    """GPU ids a child may be given, without touching CUDA."""
+    env = dict(os.environ if env is None else env)
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        return [d.strip() for d in cvd.split(",") if d.strip() and d.strip() != "-1"]
+    proc = Path("/proc/driver/nvidia/gpus")
+    if proc.is_dir():
+        n = len([p for p in proc.iterdir() if p.is_dir()])
+        if n:
+            return [str(i) for i in range(n)]
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+            n = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+            return [str(i) for i in range(n)]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return []
+
+
+def parse_gpus(value: str) -> Optional[List[str]]:
+    """'auto' -> None (discover), else an explicit comma list of device ids."""
+    v = value.strip()
+    if v in ("", "auto"):
+        return None
+    ids = [x.strip() for x in v.split(",") if x.strip()]
+    if not ids:
+        raise ValueError(f"{value!r} names no GPU; use auto or a list such as 0,1,3")
+    return ids
+
+
+@dataclass(frozen=True)
+class Slot:
+    device: str          # a GPU id, or "cpu"
+    index: int           # which of the device's concurrent jobs
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}#{self.index}"
+
+    def env(self) -> Dict[str, str]:
+        """What the child sees: only its GPU."""
+        return {} if self.device == "cpu" else {"CUDA_VISIBLE_DEVICES": self.device}
+
+
+def slots_for(devices: Sequence[str], jobs_per_device: int) -> List[Slot]:
+    # interleaved so that successive leases spread over devices before doubling up
+    return [Slot(d, k) for k in range(jobs_per_device) for d in devices]
+
+
+def cpu_slots(cores: int, threads_per_check: int) -> List[Slot]:
+    return slots_for(["cpu"], max(1, cores // max(1, threads_per_check)))
+
+
+def private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+@dataclass
+class Lease:
+    slot: Slot
+    acquired: float
+    waited_s: float
+    released: Optional[float] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"slot": self.slot.name, "device": self.slot.device,
+                "acquired": round(self.acquired, 3),
+                "released": None if self.released is None else round(self.released, 3),
+                "waited_s": round(self.waited_s, 3)}
+
+
+class SlotPool:
+    """Leases slots from `slots` through lock files in `lock_dir`."""
+
+    def __init__(self, lock_dir: Path, slots: Sequence[Slot], timeout: float,
+                 say: Callable[[str], None] = lambda s: None, poll_s: float = 0.2,
+                 report_after_s: float = 30.0) -> None:
+        self.lock_dir = private_dir(Path(lock_dir))
+        self.slots = list(slots)
+        self.timeout = timeout
+        self.say = say
+        self.poll_s = poll_s
+        self.report_after_s = report_after_s
+
+    def _path(self, slot: Slot) -> Path:
+        return self.lock_dir / f"slot-{slot.name.replace('#', '-')}.lock"
+
+    @contextlib.contextmanager
+    def lease(self, who: str, device: Optional[str] = None) -> Iterator[Lease]:
+        """Hold a free slot (on `device`, when given) for the block."""
+        from filelock import FileLock, Timeout
+
+        order = [s for s in self.slots if device is None or s.device == device]
+        if not order:
+            raise LeaseTimeout(f"no slot on device {device!r} (slots: "
+                               f"{', '.join(s.name for s in self.slots)})")
+        start = time.monotonic()
+        next_report = start + self.report_after_s
+        while True:
+            for slot in order:
+                lock = FileLock(str(self._path(slot)))
+                try:
+                    lock.acquire(timeout=0)
+                except Timeout:
+                    continue
+                lease = Lease(slot, time.time(), time.monotonic() - start)
+                info = self._path(slot).with_suffix(".holder")
+                with contextlib.suppress(OSError):
+                    info.write_text(json.dumps({"pid": os.getpid(), "who": who,
+                                                "since": time.time()}))
+                try:
+                    yield lease
+                finally:
+                    lease.released = time.time()
+                    with contextlib.suppress(OSError):
+                        info.unlink()
+                    lock.release()
+                return
+            now = time.monotonic()
+            if now - start > self.timeout:
+                raise LeaseTimeout(
+                    f"no device slot came free in {self.timeout:.0f} s for {who} (slots: "
+                    f"{', '.join(s.name for s in order)}; holders: {self.holders()}); raise "
+                    f"--compile-cache-lease-timeout or lower -n")
+            if now >= next_report:
+                self.say(f"{who} waits for a device slot ({len(order)} busy: {self.holders()})")
+                next_report = now + self.report_after_s
+            time.sleep(self.poll_s)
+
+    def holders(self) -> str:
+        out = []
+        for slot in self.slots:
+            info = self._path(slot).with_suffix(".holder")
+            with contextlib.suppress(OSError, ValueError):
+                h = json.loads(info.read_text())
+                out.append(f"{slot.name}: {h.get('who')} (pid {h.get('pid')})")
+        return "; ".join(out) or "unknown"

@@ -1,0 +1,71 @@
+"""Splitting checks over CI machines and merging their reports back into one.
+
+Deterministic: every machine (and every xdist worker) computes the same slices from
+the node ids alone, or from the times of a previous report. Pure: no pytest, no torch.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Dict, Iterable, List, Optional, Set
+
+
+def times_from_report(path: str) -> Dict[str, float]:
+    """Seconds each check took in a previous report (both phases' processes)."""
+    with open(path) as f:
+        data = json.load(f)
+    out = {}
+    for c in data.get("checks", []):
+        t = c.get("timings") or {}
+        total = sum(v for k, v in t.items() if k.endswith("_process_s") and v) or \
+            sum(v for k, v in t.items() if k in ("cold_s", "warm_s") and v)
+        if total:
+            out[c["nodeid"]] = float(total)
+    return out
+
+
+def select(nodeids: Iterable[str], index: int, count: int,
+           times: Optional[Dict[str, float]] = None) -> Set[str]:
+    """Slice `index` (1-based) of `count`: round robin by sorted node id, or, with
+    times, longest-first onto the least-loaded slice (unknown checks cost the median)."""
+    ids = sorted(set(nodeids))
+    if not times:
+        return {n for k, n in enumerate(ids) if k % count == index - 1}
+    known = sorted(t for n, t in times.items() if n in ids)
+    default = known[len(known) // 2] if known else 1.0
+    cost = {n: times.get(n, default) for n in ids}
+    loads = [0.0] * count
+    mine: Set[str] = set()
+    for n in sorted(ids, key=lambda n: (-cost[n], n)):
+        k = min(range(count), key=lambda j: (loads[j], j))
+        loads[k] += cost[n]
+        if k == index - 1:
+            mine.add(n)
+    return mine
+
+
+def merge_reports(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """One report from several machines' reports; a check present twice keeps the later."""
+    if not reports:
+        raise ValueError("nothing to merge")
+    by_id: Dict[str, Dict[str, Any]] = {}
+    for r in reports:
+        for c in r.get("checks", []):
+            if c["nodeid"] in by_id:
+                print(f"pytest-compilecache merge: {c['nodeid']} is in more than one report; "
+                      f"keeping the later one", file=sys.stderr)
+            by_id[c["nodeid"]] = c
+    merged = dict(reports[0])
+    merged["checks"] = [by_id[n] for n in sorted(by_id)]
+    verdicts = ("pass", "fail", "error", "recorded")
+    merged["summary"] = {v: sum(1 for c in merged["checks"] if c.get("verdict") == v)
+                         for v in verdicts}
+    merged["merged_from"] = [{"created": r.get("created"), "commit": r.get("commit"),
+                              "settings": r.get("settings"), "checks": len(r.get("checks", []))}
+                             for r in reports]
+    commits = {json.dumps(r.get("commit"), sort_keys=True) for r in reports}
+    if len(commits) > 1:
+        merged["commit"] = None
+        print("pytest-compilecache merge: the reports come from different commits",
+              file=sys.stderr)
+    return merged
