@@ -1,0 +1,59 @@
+"""Sharding benchmark: the same eight model checks with 1 GPU and with k GPUs (and K
+jobs per GPU), side by side in one run; prints wall times and speed-ups.
+
+    python benchmarks/sharding/run.py 1x1 2x1 2x2      # GPUSxJOBS_PER_GPU, first is the base
+
+Each configuration is one `pytest -n GPUS*JOBS --compile-cache-check` session over
+benchmarks/sharding with its own report under $OUT (or /tmp/out).
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).parent
+
+
+def main(configs):
+    out = pathlib.Path(os.environ.get("OUT", "/tmp/out"))
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if not env.get("TRITON_PTXAS_PATH"):  # see benchmarks/gpu_acceptance/run.sh
+        import torch
+
+        ptxas = pathlib.Path(torch.__file__).parent / "bin" / "ptxas"
+        if ptxas.exists():
+            env["TRITON_PTXAS_PATH"] = str(ptxas)
+    rows = []
+    for cfg in configs:
+        gpus, jobs = (int(x) for x in cfg.split("x"))
+        report = out / f"sharding-{cfg}.json"
+        argv = [sys.executable, "-m", "pytest", str(HERE), "-p", "no:cacheprovider", "-q",
+                "--compile-cache-check", f"--compile-cache-report={report}",
+                f"--compile-cache-gpus={','.join(str(i) for i in range(gpus))}",
+                f"--compile-cache-jobs-per-gpu={jobs}", "-n", str(gpus * jobs)]
+        start = time.perf_counter()
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        (out / f"sharding-{cfg}.log").write_text(proc.stdout + proc.stderr)
+        data = json.loads(report.read_text()) if report.exists() else {"checks": []}
+        busy = sum(sum(v for k, v in (c.get("timings") or {}).items() if k.endswith("_process_s") and v)
+                   for c in data["checks"])
+        verdicts = {}
+        for c in data["checks"]:
+            verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
+        rows.append((cfg, gpus, jobs, wall, busy, verdicts))
+        print(f"{cfg}: {wall:.1f} s wall, {busy:.1f} s of check processes, {verdicts}", flush=True)
+    base = rows[0][3]
+    print(f"\n{'config':<8} {'gpus':>4} {'jobs/gpu':>8} {'wall s':>8} {'speed-up':>8} "
+          f"{'per gpu':>8} {'check-process s':>15}  verdicts")
+    for cfg, gpus, jobs, wall, busy, verdicts in rows:
+        speed = base / wall
+        print(f"{cfg:<8} {gpus:>4} {jobs:>8} {wall:>8.1f} {speed:>8.2f} {speed / gpus:>8.2f} "
+              f"{busy:>15.1f}  {verdicts}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["1x1", "2x1", "2x2"])
