@@ -33,6 +33,7 @@ def test_mlp(case, n):
 '''
 
 KILLER = '''
+import os
 import signal
 
 import pytest
@@ -79,7 +80,7 @@ def test_shards_under_xdist_cover_every_check_once_with_exclusive_slots(tmp_path
                        "--compile-cache-manifest-only", "--compile-cache-threads=2",
                        f"--compile-cache-shard={i}/2")
         assert run.ret == 0, run.out[-3000:]
-        assert "2 deselected" in run.out
+        assert len(run.report["checks"]) == 2, run.out[-3000:]
         reports.append(run.report)
         leases = [lease for c in run.report["checks"] for lease in c["leases"]]
         # 2 cores / 2 threads per check = one CPU slot, shared by both workers
