@@ -17,6 +17,9 @@ from pytest_compilecache import keys
 
 LAYERS = ("dynamo_pgo", "aot_autograd", "fx_graph", "kernels", "autotune")
 KEYED = ("aot_autograd", "fx_graph")
+# warm-vs-cold differences below this are the size of reordered float atomics, not of a
+# wrong kernel (seen on an H200: 1.8e-7 in BERT's embedding grad, 4.2e-7 in MobileNet's)
+TINY_DIFF = 1e-5
 
 
 @dataclass
@@ -351,8 +354,13 @@ def _outputs(res: CheckResult, cold: Dict[str, Any], warm: Dict[str, Any]) -> No
     elif not cmp_cold.get("ok"):
         names = ", ".join(m["name"] + (f" ({m['message']})" if m.get("message") else "")
                           for m in cmp_cold["mismatches"][:4])
+        diffs = [m.get("max_abs_diff") for m in cmp_cold["mismatches"]]
+        tiny = diffs and all(d is not None and d < TINY_DIFF for d in diffs)
+        why = (" - tiny: a nondeterministic kernel (atomic adds in a backward, say) is likelier "
+               "than a stale entry; if so, allow it with --compile-cache-warm-tolerance=ATOL,RTOL"
+               if tiny else " - a stale or corrupt cache entry returns other numbers")
         res.problems.append(f"outputs: warm differs from cold ({cmp_cold.get('mode')}): {names}"
-                            " - a stale or corrupt cache entry returns other numbers")
+                            + why)
     for phase, cmp in (("cold", cold.get("compare_eager")), ("warm", warm.get("compare_eager"))):
         if not cmp:
             continue

@@ -4,7 +4,9 @@ jobs per GPU), side by side in one run; prints wall times and speed-ups.
     python benchmarks/sharding/run.py 1x1 2x1 2x2      # GPUSxJOBS_PER_GPU, first is the base
 
 Each configuration is one `pytest -n GPUS*JOBS --compile-cache-check` session over
-benchmarks/sharding with its own report under $OUT (or /tmp/out).
+benchmarks/sharding with its own report under $OUT (or /tmp/out). On an H200 the 1x1
+session takes about 9 minutes: on the device tool, start this with nohup and collect the
+table in a second call (each call is limited to 10 minutes).
 """
 import json
 import os
@@ -33,7 +35,11 @@ def main(configs):
         argv = [sys.executable, "-m", "pytest", str(HERE), "-p", "no:cacheprovider", "-q",
                 "--compile-cache-check", f"--compile-cache-report={report}",
                 f"--compile-cache-gpus={','.join(str(i) for i in range(gpus))}",
-                f"--compile-cache-jobs-per-gpu={jobs}", "-n", str(gpus * jobs)]
+                f"--compile-cache-jobs-per-gpu={jobs}", "-n", str(gpus * jobs),
+                # measured on an H200: TF32 convolutions put resnet50 1.3e-2 from eager, and
+                # backward atomics make warm gradients differ from cold by ~1e-7
+                "--compile-cache-eager-tolerance=5e-2,5e-2",
+                "--compile-cache-warm-tolerance=1e-5,1e-5"]
         start = time.perf_counter()
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - start
