@@ -50,7 +50,7 @@ def record(tree: Path, pytest_args: Sequence[str], store: Path, options: Sequenc
             "--compile-cache-manifest-only", f"--compile-cache-store={store}",
             "-p", "no:cacheprovider", "-q", "--no-header", *options, *plugin_args()]
     if importlib.util.find_spec("xdist") is not None:
-        argv += ["-p", "no:xdist"]
+        argv += ["-n", "0"]  # one recording session, whatever the user's addopts say
     if select is not None:
         sel = log.with_suffix(".select.json")
         sel.write_text(json.dumps(sorted(select)))
