@@ -19,18 +19,14 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 from pytest_compilecache import history
 from pytest_compilecache import manifest as mf
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
-from pytest_compilecache.launcher import SubprocessLauncher
+from pytest_compilecache.launcher import SubprocessLauncher, pytest_child_flags
 from pytest_compilecache.store import ManifestStore
 
 
-def plugin_args() -> List[str]:
-    """Load the plugin by name where its entry point is not installed."""
+def _entry_point_installed() -> bool:
     eps = importlib.metadata.entry_points()
     group = eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", [])
-    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") or \
-            not any(e.name == "compilecache" for e in group):
-        return ["-p", "pytest_compilecache.plugin"]
-    return []
+    return any(e.name == "compilecache" for e in group)
 
 
 def tree_env(base: Dict[str, str], tree: Path) -> Dict[str, str]:
@@ -48,9 +44,9 @@ def record(tree: Path, pytest_args: Sequence[str], store: Path, options: Sequenc
     Returns pytest's exit code (1: some check failed or errored; still recorded)."""
     argv = ["-m", "pytest", *pytest_args, "--compile-cache-check",
             "--compile-cache-manifest-only", f"--compile-cache-store={store}",
-            "-p", "no:cacheprovider", "-q", "--no-header", *options, *plugin_args()]
-    if importlib.util.find_spec("xdist") is not None:
-        argv += ["-n", "0"]  # one recording session, whatever the user's addopts say
+            "-p", "no:cacheprovider", "-q", "--no-header", *options,
+            *pytest_child_flags(_entry_point_installed(),
+                                importlib.util.find_spec("xdist") is not None)]
     if select is not None:
         sel = log.with_suffix(".select.json")
         sel.write_text(json.dumps(sorted(select)))

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import traceback
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
 
 from pytest_compilecache.case import ModelCase
+from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.probe import CacheObserver
 from pytest_compilecache import workload as wl
 
@@ -126,10 +128,7 @@ class ChildPlugin:
                                     f"node id {self.spec['nodeid']!r} was not collected or its "
                                     f"setup failed (see the log below)")
         self.result["cache"] = self.observer.record() if self.observer.stopped else None
-        tmp = self.spec["out"] + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.result, f, indent=1, default=str)
-        os.replace(tmp, self.spec["out"])
+        write_json_atomic(Path(self.spec["out"]), self.result)
 
 
 class BodyHooks:

@@ -113,13 +113,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     options = [f"--compile-cache-device={args.device}"]
     logdir = Path(tempfile.mkdtemp(prefix="compilecache-bisect-"))
     recorded: List[str] = []
-    targets: Optional[List[str]] = None
 
-    def targets_set(t: List[str]) -> None:
-        nonlocal targets
-        targets = t
-
-    def manifest_at(commit: Dict[str, Any]) -> Dict[str, Any]:
+    def manifest_at(commit: Dict[str, Any], targets: Optional[List[str]]) -> Dict[str, Any]:
+        """The commit's manifest holding `targets` (None: whatever pytest_args select)."""
         sha = commit["sha"]
         found = store.load(env_id, sha)
         if found is not None and targets is not None and all(t in found["checks"] for t in targets):
@@ -143,7 +139,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     print(f"bisecting {len(commits)} commit(s) after {good['short']} up to {args.bad}")
     try:
-        return _bisect(good, commits, args.bad, manifest_at, store, recorded, targets_set)
+        return _bisect(good, commits, args.bad, manifest_at, store.root, recorded)
     except Unrecordable as e:
         print(f"pytest-compilecache bisect: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -154,17 +150,16 @@ class Unrecordable(Exception):
 
 
 def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str, manifest_at: Any,
-            store: Any, recorded: List[str], set_targets: Any) -> int:
-    base = manifest_at(good)
+            store_root: Path, recorded: List[str]) -> int:
+    base = manifest_at(good, None)  # GOOD is recorded to learn which checks the args select
     targets = sorted(base["checks"])
     if not targets:
         raise Unrecordable(f"the selected checks recorded no keys at {good['short']}")
-    set_targets(targets)
     cache: Dict[int, bool] = {}
 
     def drifted(i: int) -> bool:
         if i not in cache:
-            cache[i] = mf.differs(base, manifest_at(commits[i]), targets)
+            cache[i] = mf.differs(base, manifest_at(commits[i], targets), targets)
             print(f"  {commits[i]['short']}: {'keys differ' if cache[i] else 'same keys'}")
         return cache[i]
 
@@ -182,8 +177,8 @@ def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str, manif
     print(f"\nfirst commit whose cache keys differ from {good['short']}: {first['sha']} "
           f"\"{first.get('subject', '')}\"")
     print(f"({len(cache)} of {len(commits)} commits tested, {len(recorded)} recorded, the "
-          f"rest read from {store.root})\n")
-    print_diff(base, manifest_at(first), targets)
+          f"rest read from {store_root})\n")
+    print_diff(base, manifest_at(first, targets), targets)
     return EXIT_OK
 
 

@@ -5,16 +5,35 @@ start is also checked on disk: it must add no file. Pure stdlib.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import tempfile
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Set
+from typing import Any, Dict, Iterable, List, Mapping, Set
 
 Snapshot = Dict[str, int]  # "<watched>/<relpath>" -> size
 
 _KERNEL_SUFFIXES = (".so", ".cpp", ".o", ".h", ".cubin", ".ptx", ".ttir", ".ttgir", ".llir",
                     ".hsaco", ".json", ".source")
 _IGNORED = re.compile(r"(^|/)(locks/|__pycache__/)|\.lock$|(^|/)\.[^/]*\.tmp$")
+
+
+def write_json_atomic(path: Path, data: Any, sort_keys: bool = False) -> None:
+    """Write-then-rename: a reader, or an interrupted run, never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=sort_keys, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def snapshot(watched: Mapping[str, Path]) -> Snapshot:
@@ -97,27 +116,27 @@ def identical_triton_recompiles(triton_dir: Path, warm_new: Iterable[str]) -> Li
     if not new_dirs or not triton_dir.is_dir():
         return []
 
-    def artifacts(d: Path) -> Dict[str, bytes]:
-        return {f.name: f.read_bytes() for f in d.iterdir()
-                if f.is_file() and not f.name.endswith(".json")}
+    def names(d: Path) -> frozenset:
+        return frozenset(f.name for f in d.iterdir() if f.is_file() and not f.name.endswith(".json"))
 
-    old = {d.name: d for d in triton_dir.iterdir() if d.is_dir() and d.name not in new_dirs}
+    def artifacts(d: Path) -> Dict[str, bytes]:
+        return {n: (d / n).read_bytes() for n in names(d)}
+
+    by_names: Dict[frozenset, List[Path]] = {}  # old dirs by their artifact names, listed once
+    for d in triton_dir.iterdir():
+        if d.is_dir() and d.name not in new_dirs:
+            with contextlib.suppress(OSError):
+                by_names.setdefault(names(d), []).append(d)
     found = []
     for name in sorted(new_dirs):
         try:
             mine = artifacts(triton_dir / name)
         except OSError:
             continue
-        if not mine:
-            continue
-        for other_name, other in old.items():
-            try:
-                if set(f.name for f in other.iterdir() if not f.name.endswith(".json")) != set(mine):
-                    continue
+        for other in by_names.get(frozenset(mine), []) if mine else []:
+            with contextlib.suppress(OSError):
                 if artifacts(other) == mine:
                     kernel = next(iter(mine)).rsplit(".", 1)[0]
-                    found.append({"kernel": kernel, "warm": name, "cold": other_name})
+                    found.append({"kernel": kernel, "warm": name, "cold": other.name})
                     break
-            except OSError:
-                continue
     return found

@@ -76,10 +76,10 @@ def commits_between(path: Path, good: str, bad: str) -> List[Dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def worktree(path: Path, sha: str, parent: Optional[Path] = None) -> Iterator[Path]:
+def worktree(path: Path, sha: str) -> Iterator[Path]:
     """A detached temporary worktree of `sha`, removed afterwards."""
     repo = _repo(path)
-    base = Path(tempfile.mkdtemp(prefix="compilecache-worktree-", dir=parent))
+    base = Path(tempfile.mkdtemp(prefix="compilecache-worktree-"))
     tree = base / "tree"
     try:
         repo.git.worktree("add", "--detach", str(tree), sha)

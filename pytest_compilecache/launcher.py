@@ -13,9 +13,17 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Protocol, Sequence
+from typing import List, Mapping, Optional, Protocol, Sequence
 
 STDERR_TAIL_LINES = 40
+
+
+def pytest_child_flags(plugin_loaded: bool, xdist_available: bool) -> List[str]:
+    """Flags every child pytest session gets: our plugin by name where it would not be
+    auto-loaded, and one process (the user's addopts may hold -n)."""
+    flags = [] if plugin_loaded and not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") \
+        else ["-p", "pytest_compilecache.plugin"]
+    return flags + (["-n", "0"] if xdist_available else [])
 
 
 @dataclass(frozen=True)

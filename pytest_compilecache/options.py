@@ -48,14 +48,18 @@ def parse_tolerance(value: str) -> Optional[Tuple[float, float]]:
     return (atol, rtol)
 
 
-def parse_threads(value: str) -> int:
+def _count(value: str, what: str) -> int:
     try:
         v = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a thread count") from None
+        raise argparse.ArgumentTypeError(f"{value!r} is not a {what}") from None
     if v < 1:
-        raise argparse.ArgumentTypeError(f"thread count must be >= 1, got {value!r}")
+        raise argparse.ArgumentTypeError(f"{what} must be >= 1, got {value!r}")
     return v
+
+
+def parse_threads(value: str) -> int:
+    return _count(value, "thread count")
 
 
 def parse_patterns(value: str) -> Tuple[str, ...]:
@@ -74,13 +78,7 @@ def parse_gpus(value: str) -> str:
 
 
 def parse_jobs(value: str) -> int:
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of jobs") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"jobs per GPU must be >= 1, got {value!r}")
-    return v
+    return _count(value, "number of jobs per GPU")
 
 
 def parse_shard(value: str) -> Tuple[int, int]:

@@ -13,7 +13,7 @@ import os
 import re
 import time
 from collections import defaultdict
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 TRACE_LOGGER = "torch.__trace"
 AOT_LOGGER = "torch._functorch._aot_autograd.autograd_cache"
@@ -141,7 +141,7 @@ class CacheObserver:
         self.wall_s = 0.0
         self._t0 = 0.0
         self.stopped = False
-        self._ptxas_at_start = os.environ.get(PTXAS_ENV)
+        self._ptxas_at_start: Optional[str] = None
 
     def start(self) -> None:
         from torch._dynamo.utils import counters

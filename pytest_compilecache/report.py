@@ -5,8 +5,11 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
+from pytest_compilecache.files import write_json_atomic
+from pytest_compilecache.manifest import drift_lines
 from pytest_compilecache.verdict import LAYERS, CheckResult
 
 SCHEMA = "pytest-compilecache/report"
@@ -69,8 +72,6 @@ def failure_lines(r: CheckResult) -> List[str]:
 
 
 def _drift_lines(r: CheckResult) -> List[str]:
-    from pytest_compilecache.manifest import drift_lines
-
     out: List[str] = []
     if r.drift and r.drift.get("status") not in (None, "unchanged"):
         out += ["", f"  keys against the baseline {r.drift.get('base')}:"]
@@ -114,11 +115,19 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
     return lines
 
 
+VERDICTS = ("pass", "fail", "error", "recorded")
+
+
+def summarize(checks: Iterable[Dict[str, Any]]) -> Dict[str, int]:
+    """Count of checks per verdict: the report's `summary`."""
+    verdicts = [c.get("verdict") for c in checks]
+    return {v: verdicts.count(v) for v in VERDICTS}
+
+
 def build_report(results: Iterable[CheckResult], settings: Dict[str, Any],
                  plugin_version: str, commit: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     checks = [r.to_json() for r in results]
-    counts = {v: sum(1 for c in checks if c["verdict"] == v)
-              for v in ("pass", "fail", "error", "recorded")}
+    counts = summarize(checks)
     return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
             "created": now(), "plugin_version": plugin_version, "settings": settings, "commit": commit,
             "summary": counts,
@@ -146,10 +155,5 @@ def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None)
                 mine = {c["nodeid"] for c in report["checks"]}
                 report = dict(report, checks=[c for c in old.get("checks", [])
                                               if c.get("nodeid") not in mine] + report["checks"])
-                report["summary"] = {v: sum(1 for c in report["checks"] if c["verdict"] == v)
-                                     for v in report["summary"]}
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(report, f, indent=1, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
+                report["summary"] = summarize(report["checks"])
+        write_json_atomic(Path(path), report)

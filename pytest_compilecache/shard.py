@@ -9,6 +9,8 @@ import json
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Set
 
+from pytest_compilecache.report import summarize
+
 
 def times_from_report(path: str) -> Dict[str, float]:
     """Seconds each check took in a previous report (both phases' processes)."""
@@ -57,9 +59,7 @@ def merge_reports(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
             by_id[c["nodeid"]] = c
     merged = dict(reports[0])
     merged["checks"] = [by_id[n] for n in sorted(by_id)]
-    verdicts = ("pass", "fail", "error", "recorded")
-    merged["summary"] = {v: sum(1 for c in merged["checks"] if c.get("verdict") == v)
-                         for v in verdicts}
+    merged["summary"] = summarize(merged["checks"])
     merged["merged_from"] = [{"created": r.get("created"), "commit": r.get("commit"),
                               "settings": r.get("settings"), "checks": len(r.get("checks", []))}
                              for r in reports]

@@ -11,29 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, Optional
 
 from pytest_compilecache import manifest as mf
+from pytest_compilecache.files import write_json_atomic
 
 DEFAULT_DIR = ".compilecache"
 LOCK_TIMEOUT_S = 600.0
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 class ManifestStore:
@@ -79,9 +64,5 @@ class ManifestStore:
             data = self.load(env_id, sha, dirty) or mf.new_manifest(commit, env)
             data["checks"].update(checks)
             data["commit"] = commit
-            write_json_atomic(p, data)
+            write_json_atomic(p, data, sort_keys=True)
         return p
-
-    def environments(self) -> List[str]:
-        d = self.root / "manifests"
-        return sorted(p.name for p in d.iterdir()) if d.is_dir() else []

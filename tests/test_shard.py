@@ -119,7 +119,7 @@ def test_shard_slices_partition_the_checks():
     assert abs(loads[0] - loads[1]) <= 1.0  # balanced by time, not by count
 
 
-def test_slots_and_gpu_discovery_never_touch_cuda():
+def test_slots_and_gpu_ids_from_the_environment():
     assert [s.name for s in slots_for(["0", "1"], 2)] == ["0#0", "1#0", "0#1", "1#1"]
     assert Slot("3", 0).env() == {"CUDA_VISIBLE_DEVICES": "3"} and Slot("cpu", 0).env() == {}
     assert len(cpu_slots(16, 4)) == 4 and len(cpu_slots(2, 8)) == 1
