@@ -1,7 +1,10 @@
 """Sharding benchmark: the same eight model checks with 1 GPU and with k GPUs (and K
 jobs per GPU), side by side in one run; prints wall times and speed-ups.
 
-    python benchmarks/sharding/run.py 1x1 2x1 2x2      # GPUSxJOBS_PER_GPU, first is the base
+    python benchmarks/sharding/run.py 1x1 2x1 2x2 2x1o  # GPUSxJOBS_PER_GPU[o]
+
+The base of the speed-ups is 1x1 (else the first configuration). A trailing "o" adds
+--compile-cache-warm-on-other-gpu: the warm phase runs on another GPU than the cold one.
 
 Each configuration is one `pytest -n GPUS*JOBS --compile-cache-check` session over
 benchmarks/sharding with its own report under $OUT (or /tmp/out). On an H200 the 1x1
@@ -30,7 +33,8 @@ def main(configs):
             env["TRITON_PTXAS_PATH"] = str(ptxas)
     rows = []
     for cfg in configs:
-        gpus, jobs = (int(x) for x in cfg.split("x"))
+        other = cfg.endswith("o")
+        gpus, jobs = (int(x) for x in cfg.rstrip("o").split("x"))
         report = out / f"sharding-{cfg}.json"
         argv = [sys.executable, "-m", "pytest", str(HERE), "-p", "no:cacheprovider", "-q",
                 "--compile-cache-check", f"--compile-cache-report={report}",
@@ -40,6 +44,8 @@ def main(configs):
                 # backward atomics make warm gradients differ from cold by ~1e-7
                 "--compile-cache-eager-tolerance=5e-2,5e-2",
                 "--compile-cache-warm-tolerance=1e-5,1e-5"]
+        if other:
+            argv.append("--compile-cache-warm-on-other-gpu")
         start = time.perf_counter()
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - start
@@ -52,7 +58,7 @@ def main(configs):
             verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
         rows.append((cfg, gpus, jobs, wall, busy, verdicts))
         print(f"{cfg}: {wall:.1f} s wall, {busy:.1f} s of check processes, {verdicts}", flush=True)
-    base = rows[0][3]
+    base = next((r[3] for r in rows if r[0] == "1x1"), rows[0][3])
     print(f"\n{'config':<8} {'gpus':>4} {'jobs/gpu':>8} {'wall s':>8} {'speed-up':>8} "
           f"{'per gpu':>8} {'check-process s':>15}  verdicts")
     for cfg, gpus, jobs, wall, busy, verdicts in rows:
@@ -62,4 +68,4 @@ def main(configs):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["1x1", "2x1", "2x2"])
+    main(sys.argv[1:] or ["1x1", "2x1", "2x2", "2x1o"])
