@@ -19,7 +19,9 @@ _SHORT = {"dynamo_pgo": "pgo", "aot_autograd": "aot", "fx_graph": "fx", "kernels
 
 
 def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    """Milliseconds: a session that starts in the same second as another one wrote the
+    report must not take that report for a concurrent one and merge it."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _s(v: Optional[float]) -> str:

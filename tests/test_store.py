@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import time
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,13 @@ def test_report_keeps_a_concurrent_sessions_checks_but_replaces_a_stale_report(t
     merged = json.loads(Path(path).read_text())
     assert sorted(c["nodeid"] for c in merged["checks"]) == ["b", "c"]
     assert merged["summary"]["pass"] == 2
+
+
+def test_a_report_written_just_before_our_session_started_is_replaced(tmp_path):
+    """Back-to-back sessions (shard 1 then shard 2 into one path) often share a second."""
+    path = str(tmp_path / "r.json")
+    report.write_report(path, _report("a"))  # the previous session, ending now
+    time.sleep(0.01)
+    started = report.now()
+    report.write_report(path, _report("b"), since=started)
+    assert [c["nodeid"] for c in json.loads(Path(path).read_text())["checks"]] == ["b"]
