@@ -20,7 +20,9 @@ def main(paths):
                 ("cold_process_s", 9), ("cold_s", 8), ("warm_process_s", 9), ("warm_s", 8)))
             slots = ", ".join(f"{le['phase']} {le['slot']} ({le.get('compile_threads', '?')})"
                               for le in c.get("leases") or [])
-            print(f"  {c['nodeid'].split('::')[-1][-24:]:<24} {cells}  {slots}  {c['verdict']}")
+            name = c["nodeid"].split("::")[-1]
+            name = name[name.find("[") + 1:-1] if name.endswith("]") else name
+            print(f"  {name[-24:]:<24} {cells}  {slots}  {c['verdict']}")
 
 
 if __name__ == "__main__":
