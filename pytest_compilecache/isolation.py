@@ -99,15 +99,8 @@ def job_id(nodeid: str) -> str:
 
 
 def phase_env(base: Mapping[str, str], root: CacheRoot, nodeid: str, threads: int,
-              spec_path: Path, phase: str, compile_threads: int) -> Dict[str, str]:
-    """`compile_threads` (Inductor's compile workers, in no cache key) is this check's
-    share of the cores when several checks run at once on one host."""
+              spec_path: Path) -> Dict[str, str]:
     env = {k: v for k, v in base.items() if k not in _OWNED}
-    if phase == "warm":
-        # torch starts its Triton compile pool (up to 32 processes) on entering the
-        # backend, before any cache lookup; a warm start that hits needs none of it. With
-        # 0 the pool is only started by a real Triton compile. In no cache key.
-        env.setdefault("TORCH_WARM_POOL", "0")
     env.update({
         "TORCHINDUCTOR_CACHE_DIR": str(root.inductor),
         "TRITON_CACHE_DIR": str(root.triton),
@@ -116,7 +109,6 @@ def phase_env(base: Mapping[str, str], root: CacheRoot, nodeid: str, threads: in
         # without a job id local PGO never reads or writes anything
         "TORCH_COMPILE_JOB_ID": job_id(nodeid),
         "OMP_NUM_THREADS": str(threads),
-        "TORCHINDUCTOR_COMPILE_THREADS": str(compile_threads),
         CHILD_SPEC_ENV: str(spec_path),
     })
     for k in _REMOTE_OFF:

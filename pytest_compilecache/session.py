@@ -305,8 +305,7 @@ class CompileCacheSession:
                 "cold_outputs": str(root.phases / "cold-outputs.pt")}
         spec_path = root.phases / f"{phase}-spec.json"
         spec_path.write_text(json.dumps(spec))
-        env = phase_env(os.environ, root, item.nodeid, self.settings.threads, spec_path,
-                        phase, self.compile_threads())
+        env = phase_env(os.environ, root, item.nodeid, self.settings.threads, spec_path)
         invocation = Path(self.config.invocation_params.dir)
         if phase != "warm":
             share_precompiled_headers(root, env, self._pch_dir())
@@ -329,8 +328,7 @@ class CompileCacheSession:
             if not isinstance(e, (LeaseTimeout, OSError)):
                 raise
             return {}, error_result(item.nodeid, phase, str(e), "", timings)
-        self._leases.append({"phase": phase, **lease.to_json(),
-                             "compile_threads": int(env["TORCHINDUCTOR_COMPILE_THREADS"])})
+        self._leases.append({"phase": phase, **lease.to_json()})
         timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
         rec: Dict[str, Any] = {}
         if out.exists():
@@ -363,19 +361,6 @@ class CompileCacheSession:
                                        say=lambda m: print(f"pytest-compilecache: {m}",
                                                            file=sys.stderr, flush=True))
         return self._pool
-
-    def compile_threads(self) -> int:
-        """Inductor's compile workers per check: the user's TORCHINDUCTOR_COMPILE_THREADS,
-        else torch's default (min(32, cores)) shared by the checks this host runs at once
-        (xdist workers, at most one per slot), so they don't oversubscribe the CPU."""
-        env = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "")
-        if env.isdigit() and int(env) > 0:
-            return int(env)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else (os.cpu_count() or 1)
-        workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
-        at_once = min(len(self.slot_pool().slots), int(workers) if workers.isdigit() else 1)
-        return max(1, min(32, cores) // max(1, at_once))
 
     @contextlib.contextmanager
     def _lease(self, nodeid: str, phase: str, env: Dict[str, str], spec: Dict[str, Any],
