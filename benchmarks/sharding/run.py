@@ -7,9 +7,9 @@ The base of the speed-ups is 1x1 (else the first configuration). A trailing "o" 
 --compile-cache-warm-on-other-gpu: the warm phase runs on another GPU than the cold one.
 
 Each configuration is one `pytest -n GPUS*JOBS --compile-cache-check` session over
-benchmarks/sharding with its own report under $OUT (or /tmp/out). On an H200 the 1x1
-session takes about 9 minutes: on the device tool, start this with nohup and collect the
-table in a second call (each call is limited to 10 minutes).
+benchmarks/sharding with its own report under $OUT (or /tmp/out). On 2 H200s the four
+default configurations take about 15 minutes (1x1: 5-6): on the device tool, start this
+with setsid and collect the table in later calls (each call is limited to 10 minutes).
 """
 import json
 import os
