@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -30,6 +31,12 @@ class ChildPlugin:
         self._unpatch = None
         self.result: Dict[str, Any] = {"phase": spec["phase"], "nodeid": spec["nodeid"],
                                        "error": None, "ran": False}
+        # wall-clock instants of the process's stages, for the session's time breakdown
+        self.marks: Dict[str, float] = {}
+        self.result["marks"] = self.marks
+
+    def mark(self, stage: str) -> None:
+        self.marks.setdefault(stage, time.time())
 
     # -- setup ---------------------------------------------------------------------
     def configure(self) -> None:
@@ -51,6 +58,7 @@ class ChildPlugin:
             self.result["device_name"] = torch.cuda.get_device_name()
             self.result["cuda_index"] = torch.cuda.current_device()
         self._unpatch = wl.patch_torch_compile(self.recorder)
+        self.mark("configured")
 
     def context(self) -> wl.CheckContext:
         return wl.CheckContext(self.device or "cpu", self.spec["phase"], self.recorder)
@@ -80,7 +88,8 @@ class ChildPlugin:
             prefix = f"case{i}." if len(cases) > 1 else ""
             model, inputs, ckw = wl.prepare_case(case, self.device or "cpu")
             prepared.append((prefix, case, model, inputs, ckw, wl.snapshot_state(model)))
-        self.observer.start()
+        self.observer.start()  # imports torch._dynamo: part of setup, not of the workload
+        self.mark("workload_start")
         try:
             for prefix, case, model, inputs, ckw, _ in prepared:
                 fn = self._original_compile()(model, **{**case.compile_kwargs, **kwargs})
@@ -89,6 +98,7 @@ class ChildPlugin:
             self.result["error"] = traceback.format_exc()
             raise
         finally:
+            self.mark("workload_end")
             self.observer.stop()
         self.result["ran"] = True
         for prefix, case, model, inputs, ckw, state in prepared:
@@ -103,6 +113,7 @@ class ChildPlugin:
         return getattr(torch.compile, "__wrapped__", torch.compile)
 
     def _finish(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str]) -> None:
+        self.mark("eager_end")
         self.result["outputs"] = wl.describe(compiled)
         if eager_note:
             self.result["compare_eager"] = {"ok": None, "note": eager_note}
@@ -120,7 +131,7 @@ class ChildPlugin:
 
     # -- reporting -----------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._unpatch:
             self._unpatch()
         if not self.result["ran"] and not self.result["error"]:
@@ -128,7 +139,26 @@ class ChildPlugin:
                                     f"node id {self.spec['nodeid']!r} was not collected or its "
                                     f"setup failed (see the log below)")
         self.result["cache"] = self.observer.record() if self.observer.stopped else None
+        self.mark("written")
         write_json_atomic(Path(self.spec["out"]), self.result)
+        if self.result["ran"] and not self.result["error"]:
+            _exit_now(int(exitstatus))
+
+
+def _exit_now(status: int) -> None:
+    """The result is written: skip pytest's summary and the interpreter's teardown of
+    torch's modules (2-3 s a phase on CPU), but run the atexit handlers, which is where
+    torch shuts its compile pools down and could dump a cache. A check that failed to run
+    exits normally, so its log keeps pytest's account of why."""
+    import atexit
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
 
 
 class BodyHooks:
@@ -150,12 +180,14 @@ class BodyHooks:
         o.recorder.reset()
         o.recorder.active = True
         o.observer.start()
+        o.mark("workload_start")
         try:
             res = yield
         except BaseException:
             o.result["error"] = traceback.format_exc()
             raise
         finally:
+            o.mark("workload_end")
             o.observer.stop()
             o.recorder.active = False
         o.result["ran"] = True

@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Mapping, Optional, Protocol, Sequence
+from typing import Dict, List, Mapping, Optional, Protocol, Sequence
 
 STDERR_TAIL_LINES = 40
 
@@ -32,6 +32,22 @@ class LaunchResult:
     timed_out: bool
     wall_s: float
     log_path: Path
+    started_at: float = 0.0  # time.time() at launch and at exit, to place the child's marks
+    ended_at: float = 0.0
+
+    def stages(self, marks: Mapping[str, float]) -> Dict[str, float]:
+        """Where the process's wall time went, from the child's marks (child.py): start-up
+        (interpreter, pytest, import torch), setup (collection, fixtures: the model built
+        and moved; import of torch._dynamo), eager (the reference run), record
+        (comparisons, cache snapshot) and exit (atexit: compile pools, CUDA teardown).
+        The compile+run is `{phase}_s`."""
+        order = [("startup", self.started_at, marks.get("configured")),
+                 ("setup", marks.get("configured"), marks.get("workload_start")),
+                 ("eager", marks.get("workload_end"), marks.get("eager_end")),
+                 ("record", marks.get("eager_end"), marks.get("written")),
+                 ("exit", marks.get("written"), self.ended_at)]
+        return {name: round(b - a, 3) for name, a, b in order
+                if a and b and b >= a}
 
     def tail(self, lines: int = STDERR_TAIL_LINES) -> str:
         try:
@@ -51,7 +67,7 @@ class SubprocessLauncher:
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
             timeout: float) -> LaunchResult:
-        t0 = time.perf_counter()
+        t0, started_at = time.perf_counter(), time.time()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen([sys.executable, *argv], env=dict(env), cwd=cwd,
                                     stdin=subprocess.DEVNULL, stdout=log,
@@ -67,7 +83,8 @@ class SubprocessLauncher:
                 raise
             # grandchildren (compile workers) may outlive a child that exited normally
             _kill_group(proc, only_leftovers=True)
-        return LaunchResult(proc.returncode, timed_out, time.perf_counter() - t0, log_path)
+        return LaunchResult(proc.returncode, timed_out, time.perf_counter() - t0, log_path,
+                            started_at, time.time())
 
 
 def _kill_group(proc: "subprocess.Popen[bytes]", only_leftovers: bool = False) -> None:

@@ -334,6 +334,8 @@ class CompileCacheSession:
         if out.exists():
             rec = json.loads(out.read_text())
             timings[f"{phase}_s"] = (rec.get("cache") or {}).get("wall_s")
+            for stage, secs in launched.stages(rec.get("marks") or {}).items():
+                timings[f"{phase}_{stage}_s"] = secs
         if launched.timed_out:
             why = (f"timed out after {self.settings.timeout:.0f} s and was killed with its "
                    f"process group (raise --compile-cache-timeout)")

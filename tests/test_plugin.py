@@ -91,6 +91,14 @@ def test_hang():
 def test_fails_in_body():
     assert 1 == 2, "the workload itself is broken"
 
+@pytest.fixture
+def broken_case():
+    raise RuntimeError("the model fixture exploded")
+
+@pytest.mark.compile_cache
+def test_fixture_fails(broken_case):
+    ...
+
 def test_plain():
     pass
 """
@@ -119,14 +127,18 @@ def test_crash_and_hang_are_errors_and_the_session_goes_on(
     result = pytester.runpytest_subprocess(
         "--compile-cache-check", "--compile-cache-timeout=25", "-p", "no:cacheprovider",
         f"--compile-cache-report={report}", *xdist, timeout=300)
-    result.assert_outcomes(passed=1, failed=3)
+    result.assert_outcomes(passed=1, failed=4)
     checks = {c["nodeid"].split("::")[-1]: c for c in json.loads(report.read_text())["checks"]}
     assert {n: c["verdict"] for n, c in checks.items()} == {
-        "test_crash": "error", "test_hang": "error", "test_fails_in_body": "error"}
+        "test_crash": "error", "test_hang": "error", "test_fails_in_body": "error",
+        "test_fixture_fails": "error"}
     assert "crashed or exited early (exit code -6)" in checks["test_crash"]["error"]
     assert "about to abort" in checks["test_crash"]["error"]
     assert "timed out after 25 s" in checks["test_hang"]["error"]
     assert "the workload itself is broken" in checks["test_fails_in_body"]["error"]
+    # a phase whose check never ran exits normally: its log keeps pytest's account
+    assert "did not run" in checks["test_fixture_fails"]["error"]
+    assert "the model fixture exploded" in checks["test_fixture_fails"]["error"]
     # the hung child's own subprocess died with its process group
     assert not _alive(int(pidfile.read_text()))
     # the controller itself never imported torch
