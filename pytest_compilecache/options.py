@@ -140,6 +140,10 @@ _VALUED = (
     ("select", "string", None, str,
      "(internal) JSON file listing the node ids a recording session runs"),
 )
+# what --help shows after "=" where the option's last word would not say it
+_METAVARS = {"jobs-per-gpu": "K", "baseline": "REF", "allow-drift": "PATTERNS",
+             "shard": "I/N", "shard-times": "REPORT", "select": "FILE",
+             "warm-tolerance": "ATOL,RTOL", "eager-tolerance": "ATOL,RTOL"}
 _FLAGS = (
     ("keep", "keep every check's cache root (default: keep failing ones)"),
     ("baseline-warm", "the deploy scenario: cold run at --compile-cache-baseline's REF (in a "
@@ -163,13 +167,10 @@ def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., An
     for name, help_ in _FLAGS:
         addoption(f"--{prefix}{name}", action="store_true",
                   dest="compile_cache_" + name.replace("-", "_"), default=False, help=help_)
-    _METAVARS = {"jobs-per-gpu": "K", "baseline": "REF", "allow-drift": "PATTERNS",
-                 "shard": "I/N", "shard-times": "REPORT", "select": "FILE",
-                 "warm-tolerance": "ATOL,RTOL", "eager-tolerance": "ATOL,RTOL"}
     for name, _, _, parser, help_ in _VALUED:
         addoption(f"--{prefix}{name}", dest="compile_cache_" + name.replace("-", "_"),
-                  default=None, type=parser, metavar=_METAVARS.get(name, name.split("-")[-1].upper()),
-                  help=help_)
+                  default=None, type=parser,
+                  metavar=_METAVARS.get(name, name.split("-")[-1].upper()), help=help_)
     if addini is not None:
         for name, kind, default, _, help_ in _VALUED:
             if name in ("report", "select", "shard", "shard-times"):
