@@ -52,8 +52,7 @@ def record(tree: Path, pytest_args: Sequence[str], store: Path, options: Sequenc
         sel.write_text(json.dumps(sorted(select)))
         argv.append(f"--compile-cache-select={sel}")
     env = tree_env({k: v for k, v in os.environ.items() if k != CHILD_SPEC_ENV}, tree)
-    launched = SubprocessLauncher().run(argv, env,
-                                        str(cwd or tree), log, timeout)
+    launched = SubprocessLauncher().run(argv, env, str(cwd or tree), log, timeout)
     return 124 if launched.timed_out else launched.returncode
 
 
@@ -74,6 +73,7 @@ class Baseline:
         self._tree: Optional[Path] = None
         self.logs: List[Path] = []
         self._attempted: set = set()
+        self._loaded: Dict[str, Dict[str, Any]] = {}  # env id -> manifest last read
 
     @property
     def label(self) -> str:
@@ -88,10 +88,17 @@ class Baseline:
     def manifest(self, env: Dict[str, Any], nodeids: Sequence[str]) -> Optional[Dict[str, Any]]:
         env_id = mf.environment_id(env)
         sha = self.commit["sha"]
-        found = self.store.load(env_id, sha)
         # a check new at REF never appears there: record each node id at most once
         wanted = [n for n in nodeids if n not in self._attempted]
-        if found is not None and all(n in found["checks"] for n in wanted):
+
+        def has_all(m: Optional[Dict[str, Any]]) -> bool:
+            return m is not None and all(n in m["checks"] for n in wanted)
+
+        if has_all(self._loaded.get(env_id)):  # read once, not once per check
+            return self._loaded[env_id]
+        found = self.store.load(env_id, sha)
+        if has_all(found):
+            self._loaded[env_id] = found
             return found
         with self.store.lock(f"record-{env_id}-{sha}"):
             found = self.store.load(env_id, sha)
@@ -100,6 +107,8 @@ class Baseline:
                 self._attempted.update(missing)
                 self._record(missing)
                 found = self.store.load(env_id, sha)
+        if found is not None:
+            self._loaded[env_id] = found
         return found
 
     def _record(self, nodeids: Sequence[str]) -> None:
@@ -109,9 +118,10 @@ class Baseline:
             return
         log = Path(tempfile.mkdtemp(prefix="compilecache-baseline-")) / "record.log"
         self.logs.append(log)
+        assert self._tree is not None  # set by self.tree()
         record(root, [str(root / f) for f in files] + ["--rootdir", str(root)], self.store.root,
                self.options, log, self.timeout, select=nodeids,
-               cwd=self._tree / self.rel_invocation if self._tree else root)
+               cwd=self._tree / self.rel_invocation)
 
     def close(self) -> None:
         self._stack.close()

@@ -43,8 +43,7 @@ def as_manifest(data: Dict[str, Any]) -> Dict[str, Any]:
                 cache["graphs"].setdefault(row["compile_id"], {}).setdefault(
                     row["layer"], []).append(row)
         out["checks"][c["nodeid"]] = mf.check_entry(cache, c.get("verdict", "?"))
-        envs = mf.environment(c.get("versions") or {}, c.get("device"), c.get("device_name"))
-        out["environment"] = out["environment"] or envs
+        out["environment"] = out["environment"] or mf.environment_of(c)
     return out
 
 
@@ -93,10 +92,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     cwd = Path.cwd()
     try:
-        repo = history.repo_root(cwd)
-        if repo is None:
-            raise history.GitError(f"{cwd} is not inside a git repository (or gitpython is "
-                                   f"not installed)")
+        repo = history.require_root(cwd)
         good = history.resolve(repo, args.good)
         commits = history.commits_between(repo, args.good, args.bad)
     except history.GitError as e:

@@ -116,6 +116,10 @@ class SlotPool:
     def _path(self, slot: Slot) -> Path:
         return self.lock_dir / f"slot-{slot.name.replace('#', '-')}.lock"
 
+    def _holder_path(self, slot: Slot) -> Path:
+        """Who holds the slot, for the wait and timeout messages."""
+        return self._path(slot).with_suffix(".holder")
+
     @contextlib.contextmanager
     def lease(self, who: str, device: Optional[str] = None) -> Iterator[Lease]:
         """Hold a free slot (on `device`, when given) for the block."""
@@ -135,7 +139,7 @@ class SlotPool:
                 except Timeout:
                     continue
                 lease = Lease(slot, time.time(), time.monotonic() - start)
-                info = self._path(slot).with_suffix(".holder")
+                info = self._holder_path(slot)
                 with contextlib.suppress(OSError):
                     info.write_text(json.dumps({"pid": os.getpid(), "who": who,
                                                 "since": time.time()}))
@@ -161,7 +165,7 @@ class SlotPool:
     def holders(self) -> str:
         out = []
         for slot in self.slots:
-            info = self._path(slot).with_suffix(".holder")
+            info = self._holder_path(slot)
             with contextlib.suppress(OSError, ValueError):
                 h = json.loads(info.read_text())
                 out.append(f"{slot.name}: {h.get('who')} (pid {h.get('pid')})")

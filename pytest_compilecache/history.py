@@ -1,7 +1,8 @@
 """Git: which commit a run belongs to, revisions to compare with, temporary worktrees.
 
-gitpython is imported lazily and is optional: without it, or outside a repository,
-the commit is recorded as "unknown" and the run carries on. No pytest, no torch.
+gitpython (a dependency) is imported lazily, off pytest start-up. Without it, or
+outside a repository, the commit is recorded as "unknown" and the run carries on.
+No pytest, no torch.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def _repo(path: Path) -> Any:
     try:
         import git  # type: ignore[import-not-found]
     except ImportError as e:
-        raise GitError("gitpython is not installed: pip install 'pytest-compilecache[git]'") from e
+        raise GitError("gitpython is not installed: pip install gitpython") from e
     try:
         return git.Repo(str(path), search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -31,11 +32,21 @@ def _repo(path: Path) -> Any:
         raise GitError("the git executable was not found on PATH") from None
 
 
+def require_root(path: Path) -> Path:
+    """The work tree root of the repository holding `path`; GitError says why not."""
+    return Path(_repo(path).working_tree_dir)
+
+
 def repo_root(path: Path) -> Optional[Path]:
     try:
-        return Path(_repo(path).working_tree_dir)
+        return require_root(path)
     except GitError:
         return None
+
+
+def _info(commit: Any, dirty: Optional[bool]) -> Dict[str, Any]:
+    return {"sha": commit.hexsha, "short": commit.hexsha[:10], "dirty": dirty,
+            "subject": commit.summary}
 
 
 def commit_info(path: Path) -> Dict[str, Any]:
@@ -51,8 +62,7 @@ def commit_info(path: Path) -> Dict[str, Any]:
         dirty = repo.is_dirty(untracked_files=False)
     except Exception:
         dirty = None
-    return {"sha": head.hexsha, "short": head.hexsha[:10], "dirty": dirty,
-            "subject": head.summary}
+    return _info(head, dirty)
 
 
 def resolve(path: Path, rev: str) -> Dict[str, Any]:
@@ -62,7 +72,7 @@ def resolve(path: Path, rev: str) -> Dict[str, Any]:
     except Exception:
         raise GitError(f"{rev!r} is not a commit in {repo.working_tree_dir} "
                        f"(a branch, tag or sha; fetch it first in a shallow clone)") from None
-    return {"sha": c.hexsha, "short": c.hexsha[:10], "dirty": False, "subject": c.summary}
+    return _info(c, False)
 
 
 def commits_between(path: Path, good: str, bad: str) -> List[Dict[str, Any]]:

@@ -35,6 +35,11 @@ def environment(versions: Dict[str, Any], device: Optional[str], device_name: Op
     return env
 
 
+def environment_of(rec: Dict[str, Any]) -> Dict[str, Any]:
+    """The environment of a phase record or a report's check entry."""
+    return environment(rec.get("versions") or {}, rec.get("device"), rec.get("device_name"))
+
+
 def environment_id(env: Dict[str, Any]) -> str:
     """A readable, filesystem-safe name for an environment, unique by a short hash."""
     digest = hashlib.sha1(json.dumps({k: env.get(k) for k in ENV_FIELDS},
@@ -148,6 +153,14 @@ def compare(base: Dict[str, Any], head: Dict[str, Any], nodeids: Optional[Iterab
 def differs(base: Dict[str, Any], head: Dict[str, Any], nodeids: Iterable[str]) -> bool:
     return any(c["status"] in ("drifted", "accepted", "gone")
                for c in compare(base, head, nodeids).values())
+
+
+def changed_components(cmp: Dict[str, Any], include_accepted: bool = True) -> List[str]:
+    """Names of the key components a comparison found changed; a graph added, removed
+    or re-keyed without components counts by its change."""
+    graphs = [g for g in cmp.get("graphs", []) if include_accepted or not g.get("accepted")]
+    return sorted({c["component"] for g in graphs for c in g.get("components", [])}
+                  or {g["change"] for g in graphs})
 
 
 # -- rendering ---------------------------------------------------------------------------

@@ -51,9 +51,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if settings.baseline:
         _check_baseline(config, settings.baseline)
-    from pytest_compilecache.session import CompileCacheSession, XdistHooks, lock_dir
-
     from pytest_compilecache.gpus import LOCK_DIR_ENV
+    from pytest_compilecache.session import CompileCacheSession, XdistHooks, lock_dir
 
     owned = None
     if not hasattr(config, "workerinput"):  # the controller: workers inherit its lock dir
@@ -76,10 +75,7 @@ def _check_baseline(config: pytest.Config, rev: str) -> None:
     from pytest_compilecache import history
 
     try:
-        repo = history.repo_root(config.rootpath)
-        if repo is None:
-            raise history.GitError(f"{config.rootpath} is not inside a git repository")
-        history.resolve(repo, rev)
+        history.resolve(history.require_root(config.rootpath), rev)
     except history.GitError as e:
         raise pytest.UsageError(f"--compile-cache-baseline={rev}: {e}") from None
 

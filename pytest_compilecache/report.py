@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from pytest_compilecache.files import write_json_atomic
-from pytest_compilecache.manifest import drift_lines
+from pytest_compilecache.manifest import changed_components, drift_lines
 from pytest_compilecache.verdict import LAYERS, CheckResult
 
 SCHEMA = "pytest-compilecache/report"
@@ -106,8 +106,7 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
     if drifted:
         lines.append(f"keys against the baseline {drifted[0].drift.get('base')}:")
         for r in drifted:
-            changed = sorted({c["component"] for g in r.drift.get("graphs", [])
-                              for c in g.get("components", [])})
+            changed = changed_components(r.drift)
             lines.append(f"  {r.drift.get('status'):<9} {r.nodeid}" +
                          (f"  ({', '.join(changed[:6])})" if changed else ""))
     devices = sorted({r.device for r in results if r.device})
@@ -131,9 +130,8 @@ def build_report(results: Iterable[CheckResult], settings: Dict[str, Any],
     checks = [r.to_json() for r in results]
     counts = summarize(checks)
     return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
-            "created": now(), "plugin_version": plugin_version, "settings": settings, "commit": commit,
-            "summary": counts,
-            "checks": checks}
+            "created": now(), "plugin_version": plugin_version, "settings": settings,
+            "commit": commit, "summary": counts, "checks": checks}
 
 
 def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None) -> None:

@@ -101,16 +101,10 @@ class CompileCacheSession:
                 if self.settings.shard_times else None
             checks = [i.nodeid for i in items if isinstance(i, CheckItem)]
             mine = shard.select(checks, index, count, times)
-            drop = [i for i in items if isinstance(i, CheckItem) and i.nodeid not in mine]
-            if drop:
-                items[:] = [i for i in items if i not in drop]
-                config.hook.pytest_deselected(items=drop)
+            _deselect(config, items, lambda i: not isinstance(i, CheckItem) or i.nodeid in mine)
         if self.settings.select:  # a recording session runs only the checks it was given
             wanted = set(json.loads(Path(self.settings.select).read_text()))
-            drop = [i for i in items if i.nodeid not in wanted]
-            if drop:
-                items[:] = [i for i in items if i.nodeid in wanted]
-                config.hook.pytest_deselected(items=drop)
+            _deselect(config, items, lambda i: i.nodeid in wanted)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -220,21 +214,17 @@ class CompileCacheSession:
             return
         from pytest_compilecache.store import ManifestStore
 
-        env = mf.environment(cold.get("versions") or {}, cold.get("device"), cold.get("device_name"))
-        self.manifest_paths.add(ManifestStore(self.store_path).merge(self.commit(), env,
-                                                                     {nodeid: entry}))
+        self.manifest_paths.add(ManifestStore(self.store_path).merge(
+            self.commit(), mf.environment_of(cold), {nodeid: entry}))
 
     def baseline(self) -> Any:
         if self._baseline is None:
             from pytest_compilecache import history
             from pytest_compilecache.baseline import Baseline
-            from pytest_compilecache.store import ManifestStore
+            from pytest_compilecache.store import DEFAULT_DIR, ManifestStore
 
-            repo = history.repo_root(self.config.rootpath)
-            if repo is None:
-                raise history.GitError(f"{self.config.rootpath} is not inside a git repository "
-                                       f"(or gitpython is not installed)")
-            store = ManifestStore(self.store_path or Path(self.config.rootpath) / ".compilecache")
+            repo = history.require_root(self.config.rootpath)
+            store = ManifestStore(self.store_path or repo / DEFAULT_DIR)
             s = self.settings
             options = [f"--compile-cache-device={s.device}", f"--compile-cache-threads={s.threads}",
                        f"--compile-cache-timeout={s.timeout}"]
@@ -247,10 +237,9 @@ class CompileCacheSession:
 
     def _compare_with_baseline(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any],
                                result: CheckResult) -> None:
-        env = mf.environment(cold.get("versions") or {}, cold.get("device"), cold.get("device_name"))
         try:
             base = self.baseline()
-            found = base.manifest(env, self._check_ids or [nodeid])
+            found = base.manifest(mf.environment_of(cold), self._check_ids or [nodeid])
         except Exception as e:
             result.problems.append(f"baseline {self.settings.baseline}: {e}")
             return
@@ -262,9 +251,7 @@ class CompileCacheSession:
             result.notes.append(f"no key manifest at the baseline {base.label}: the check is new "
                                 f"there or its recording failed" + (f" (log: {logs})" if logs else ""))
         elif cmp["status"] == "drifted":
-            changed = sorted({c["component"] for g in cmp["graphs"] if not g.get("accepted")
-                              for c in g.get("components", [])} or
-                             {g["change"] for g in cmp["graphs"]})
+            changed = mf.changed_components(cmp, include_accepted=False)
             result.problems.append(f"cache keys drifted against {base.label}: "
                                    + ", ".join(changed[:8]))
 
@@ -284,8 +271,7 @@ class CompileCacheSession:
             result.repeat = {"status": "stable" if cmp["status"] == "unchanged"
                              else "nondeterministic", "graphs": cmp["graphs"]}
             if cmp["status"] != "unchanged":
-                comps = sorted({c["component"] for g in cmp["graphs"] for c in g["components"]}
-                               or {g["change"] for g in cmp["graphs"]})
+                comps = mf.changed_components(cmp)
                 result.problems.append("nondeterministic cache key: two cold runs of the same "
                                        "commit computed different keys; differing: "
                                        + ", ".join(comps[:8]))
@@ -372,17 +358,19 @@ class CompileCacheSession:
         runs on the second."""
         pool = self.slot_pool()
         devices = list(dict.fromkeys(sl.device for sl in pool.slots))
-        pair = None
-        if self.settings.warm_on_other_gpu and len(devices) > 1 and phase == "warm" \
-                and self._cold_device in devices:
-            pair = [self._cold_device,
-                    devices[(devices.index(self._cold_device) + 1) % len(devices)]]
+        other_gpu = self.settings.warm_on_other_gpu and len(devices) > 1
+
+        def cold_and_next(cold: str) -> List[str]:
+            return [cold, devices[(devices.index(cold) + 1) % len(devices)]]
+
+        pair = cold_and_next(self._cold_device) if other_gpu and phase == "warm" \
+            and self._cold_device in devices else None
         with pool.lease(f"{nodeid} [{phase}]", device=pair[1] if pair else None) as lease:
             dev = lease.slot.device
             if phase == "cold":
                 self._cold_device = dev
-                if self.settings.warm_on_other_gpu and len(devices) > 1:
-                    pair = [dev, devices[(devices.index(dev) + 1) % len(devices)]]
+                if other_gpu:
+                    pair = cold_and_next(dev)
             if pair is not None:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(pair)
                 spec["cuda_index"] = pair.index(dev)
@@ -464,6 +452,13 @@ class CompileCacheSession:
             terminalreporter.write_line(f"key manifest: {path}")
         if self.settings.report:
             terminalreporter.write_line(f"report written to {self.settings.report}")
+
+
+def _deselect(config: pytest.Config, items: List[pytest.Item], keep: Any) -> None:
+    drop = [i for i in items if not keep(i)]
+    if drop:
+        items[:] = [i for i in items if keep(i)]
+        config.hook.pytest_deselected(items=drop)
 
 
 def lock_dir(chosen: Optional[str]) -> str:

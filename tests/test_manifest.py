@@ -48,3 +48,14 @@ def test_environment_id_is_readable_and_distinguishes_gpus():
     b = dict(a, device_name="NVIDIA H100")
     assert mf.environment_id(a).startswith("torch2.11.0+cu130-NVIDIA_H200-py3.12.3-")
     assert mf.environment_id(a) != mf.environment_id(b)
+
+
+def test_changed_components_skip_accepted_graphs_and_name_structural_changes():
+    head = entry(**{"fx_graph:0/0": ("f3", [("gm", "g1", "a\\nb = x * 2.0"), ("inductor_config[x]", "c2", "False")])})
+    accepted = mf.compare_check(BASE, head, ["inductor_config[*]"])
+    assert mf.changed_components(accepted) == ["inductor_config[x]"]
+    assert mf.changed_components(accepted, include_accepted=False) == []
+    same = ("f1", [("gm", "g1", "a\\nb = x * 2.0"), ("inductor_config[x]", "c1", "True")])
+    added = mf.compare_check(BASE, entry(**{"fx_graph:0/0": same,
+                                            "fx_graph:1/0": ("f9", [("gm", "g9", "c")])}))
+    assert mf.changed_components(added) == ["graph added"]
