@@ -6,19 +6,26 @@ compiled workload, runs the eager reference and writes one JSON result file.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
+from pytest_compilecache import compare
+from pytest_compilecache import float64
+from pytest_compilecache import workload as wl
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.probe import CacheObserver
-from pytest_compilecache import workload as wl
+
+
+class InternalError(Exception):
+    """A step of the plugin's own machinery failed; the check is an error naming it."""
 
 
 class ChildPlugin:
@@ -101,10 +108,25 @@ class ChildPlugin:
             self.mark("workload_end")
             self.observer.stop()
         self.result["ran"] = True
-        for prefix, case, model, inputs, ckw, state in prepared:
-            model.load_state_dict(state)
-            eager.update(wl.run_case_step(model, model, case, inputs, ckw, prefix))
-        self._finish(compiled, eager, None)
+        eager_note = ref_note = None
+        ref: Optional[wl.Outputs] = None
+        try:
+            for prefix, case, model, inputs, ckw, state in prepared:
+                model.load_state_dict(state)
+                eager.update(wl.run_case_step(model, model, case, inputs, ckw, prefix))
+        except Exception:
+            eager_note = "the model failed when run eagerly:\n" + traceback.format_exc(limit=3)
+        if eager_note is None:
+            ref = {}
+            try:
+                for prefix, case, model, inputs, ckw, state in prepared:
+                    model.load_state_dict(state)
+                    ref.update(float64.case_step(
+                        lambda m, i, k: wl.run_case_step(m, m, case, i, k, prefix),
+                        model, inputs, ckw))
+            except Exception as e:
+                ref, ref_note = None, _first_line(e)
+        self._finish(compiled, eager, eager_note, ref, ref_note)
         return True
 
     def _original_compile(self) -> Any:
@@ -112,22 +134,50 @@ class ChildPlugin:
 
         return getattr(torch.compile, "__wrapped__", torch.compile)
 
-    def _finish(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str]) -> None:
+    @contextlib.contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        """A step of our own machinery: a failure is an error naming it, with the
+        traceback, never a verdict on the user's model."""
+        try:
+            yield
+        except Exception as e:
+            if not self.result.get("internal_step"):
+                self.result["internal_step"] = what
+                self.result["error"] = (f"pytest-compilecache failed while {what} (an error in "
+                                        f"the plugin, not in the model under check):\n"
+                                        + traceback.format_exc())
+            raise InternalError(what) from e
+
+    def _finish(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str],
+                ref: Optional[wl.Outputs], ref_note: Optional[str]) -> None:
         self.mark("eager_end")
-        self.result["outputs"] = wl.describe(compiled)
+        try:
+            self._compare(compiled, eager, eager_note, ref, ref_note)
+        except InternalError:
+            pass  # recorded in self.result; the session reports the check as an error
+
+    def _compare(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str],
+                 ref: Optional[wl.Outputs], ref_note: Optional[str]) -> None:
+        with self.step("digesting the compiled outputs"):
+            self.result["outputs"] = compare.describe(compiled)
         if eager_note:
             self.result["compare_eager"] = {"ok": None, "note": eager_note}
         else:
             tol = self.spec.get("eager_tolerance")
-            self.result["compare_eager"] = wl.compare_with_eager(
-                compiled, eager, tuple(tol) if tol else None)
+            with self.step("comparing compiled outputs with eager ones"):
+                self.result["compare_eager"] = compare.compare_with_eager(
+                    compiled, eager, ref, ref_note, tuple(tol) if tol else None)
         cold = self.spec["cold_outputs"]
         if self.spec["phase"] == "cold":
-            wl.save_outputs(compiled, cold)  # the warm phase compares against these
+            with self.step("saving the cold outputs"):
+                wl.save_outputs(compiled, cold)  # the warm phase compares against these
         elif os.path.exists(cold):
+            with self.step("loading the cold phase's outputs"):
+                cold_outputs = wl.load_outputs(cold)
             tol = self.spec.get("tolerance")
-            self.result["compare_cold"] = wl.compare_with_cold(
-                compiled, wl.load_outputs(cold), tuple(tol) if tol else None)
+            with self.step("comparing warm outputs with cold ones"):
+                self.result["compare_cold"] = compare.compare_with_cold(
+                    compiled, cold_outputs, tuple(tol) if tol else None, ref)
 
     # -- reporting -----------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
@@ -138,7 +188,13 @@ class ChildPlugin:
             self.result["error"] = (f"the check did not run in the {self.spec['phase']} process: "
                                     f"node id {self.spec['nodeid']!r} was not collected or its "
                                     f"setup failed (see the log below)")
-        self.result["cache"] = self.observer.record() if self.observer.stopped else None
+        self.result["cache"] = None
+        if self.observer.stopped:
+            try:
+                with self.step("snapshotting the cache events"):
+                    self.result["cache"] = self.observer.record()
+            except InternalError:
+                pass
         self.mark("written")
         write_json_atomic(Path(self.spec["out"]), self.result)
         if self.result["ran"] and not self.result["error"]:
@@ -163,7 +219,8 @@ def _exit_now(status: int) -> None:
 
 class BodyHooks:
     """Test-body form: the body is the workload; every compiled callable is recorded,
-    then the body runs once more under force_eager for the reference. A separate
+    then the body runs again under force_eager for the reference, and once more in
+    float64 (under float64.make_mode) for the accuracy rule. A separate
     object because one plugin cannot implement the same hook twice."""
 
     def __init__(self, owner: ChildPlugin) -> None:
@@ -192,26 +249,49 @@ class BodyHooks:
             o.recorder.active = False
         o.result["ran"] = True
         compiled = dict(o.recorder.outputs)
-        o.recorder.reset()
-        o.recorder.active = True
         o._eager_pass = True
-        note = None
+        note = ref_note = None
+        eager: wl.Outputs = {}
+        ref: Optional[wl.Outputs] = None
         try:
-            import torch
-
-            torch.manual_seed(int(o.spec.get("seed", 0)))
             with wl.force_eager() as why:
                 note = why
                 if why is None:
-                    pyfuncitem.ihook.pytest_pyfunc_call(pyfuncitem=pyfuncitem)
+                    eager = self._rerun(pyfuncitem)
+                    try:
+                        with float64.make_mode():
+                            ref = self._rerun(pyfuncitem)
+                    except Exception as e:
+                        ref_note = "the test body failed in float64: " + _first_line(e)
         except Exception:
             note = ("the test body failed when re-run under force_eager:\n"
                     + traceback.format_exc(limit=3))
         finally:
             o._eager_pass = False
             o.recorder.active = False
-        o._finish(compiled, dict(o.recorder.outputs), note)
+        if ref is not None and not ref:
+            ref, ref_note = None, "the test body recorded nothing in float64"
+        o._finish(compiled, eager, note, ref, ref_note)
         return res
+
+    def _rerun(self, pyfuncitem: pytest.Function) -> wl.Outputs:
+        """The body once more, from the same seed, recording what it computes."""
+        import torch
+
+        o = self.owner
+        o.recorder.reset()
+        o.recorder.active = True
+        torch.manual_seed(int(o.spec.get("seed", 0)))
+        try:
+            pyfuncitem.ihook.pytest_pyfunc_call(pyfuncitem=pyfuncitem)
+        finally:
+            o.recorder.active = False
+        return dict(o.recorder.outputs)
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def _model_cases(item: pytest.Function) -> List[ModelCase]:

@@ -63,6 +63,14 @@ def failure_lines(r: CheckResult) -> List[str]:
         c = out["warm_vs_cold"]
         lines.append(f"  outputs: warm vs cold ({c.get('mode')}): "
                      f"{'equal' if c.get('ok') else 'DIFFER'} ({c.get('compared')} compared)")
+    e = out.get("warm_vs_eager") or {}
+    if e.get("rule"):
+        worst = (e.get("float64") or {}).get("worst")
+        lines.append(f"  outputs: warm compiled vs eager ({e['rule']}): "
+                     f"{'close' if e.get('ok') else 'DIFFER'}" + (
+                         f"; furthest from float64: {worst['name']}, RMSE {worst['rmse']:.3g} vs "
+                         f"eager's {worst['reference_rmse']:.3g} (allowed {worst['limit']:.3g})"
+                         if worst else ""))
     lines += _drift_lines(r)
     lines += [f"  note: {n}" for n in r.notes]
     if r.timings.get("cold_s") is not None:

@@ -1,4 +1,5 @@
-"""The compiled workload of a check, its eager reference and output comparison.
+"""The compiled workload of a check and its eager reference runs; the comparisons
+of their outputs are in `compare`.
 
 Runs in the child (imports torch lazily); no pytest import.
 """
@@ -6,13 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
-import re
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from pytest_compilecache.case import ModelCase
-
-Outputs = Dict[str, Any]  # name -> cpu tensor
+from pytest_compilecache.compare import Outputs
 
 
 def resolve_device(requested: str) -> str:
@@ -75,111 +73,6 @@ def flatten(prefix: str, value: Any, out: Outputs) -> None:
         elif isinstance(leaf, (list, tuple)) and leaf is not value:
             for i, v in enumerate(leaf):
                 flatten(f"{prefix}{path}[{i}]", v, out)
-
-
-def digest(t: Any) -> str:
-    import torch
-
-    h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
-    if t.numel():
-        h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
-def describe(outputs: Outputs) -> Dict[str, Dict[str, Any]]:
-    return {n: {"digest": digest(t), "dtype": str(t.dtype).replace("torch.", ""),
-                "shape": list(t.shape)} for n, t in outputs.items()}
-
-
-_GRAD = re.compile(r"(^|\.)grad\.")
-
-
-def compare_with_eager(compiled: Outputs, eager: Outputs,
-                       tolerance: Optional[Tuple[float, float]] = None) -> Dict[str, Any]:
-    """Forward outputs: torch.testing.assert_close (dtype-aware defaults, or ATOL,RTOL).
-
-    Gradients are gated only with an explicit tolerance: on CUDA with TF32 (cuDNN's
-    default) a resnet18 step's compiled and eager gradients differ by ~10% by norm
-    through BatchNorm-backward cancellation (0.4% with TF32 off; eager vs eager: 0),
-    so default tolerances would fail every such model. Their norm-relative error is
-    reported instead; warm-vs-cold stays bitwise on gradients too."""
-    import torch
-
-    tol = {} if tolerance is None else {"atol": tolerance[0], "rtol": tolerance[1]}
-    tf32 = tolerance is None and tf32_active()
-    mismatches: List[Dict[str, str]] = []
-    grad_err = 0.0
-    for name in sorted(set(compiled) | set(eager)):
-        if name not in compiled or name not in eager:
-            mismatches.append({"name": name, "message": "present in only one of compiled/eager"})
-            continue
-        c, e = compiled[name], eager[name]
-        if _GRAD.search(name) and c.is_floating_point():
-            grad_err = max(grad_err, float((c.double() - e.double()).norm()
-                                           / e.double().norm().clamp_min(1e-30)))
-            if tolerance is None:
-                continue
-        kw = dict(TF32_TOLERANCE) if tf32 and c.dtype == torch.float32 else tol
-        try:
-            torch.testing.assert_close(c, e, equal_nan=True, **kw)
-        except AssertionError as exc:
-            mismatches.append({"name": name, "message": _short(str(exc))})
-    return {"ok": not mismatches, "compared": len(compiled), "mismatches": mismatches,
-            "gradient_rel_error": grad_err,
-            "gradients_gated": tolerance is not None,
-            "mode": (f"atol={tolerance[0]},rtol={tolerance[1]}" if tolerance is not None
-                     else "assert_close defaults, TF32 tolerance for float32 (TF32 is on)"
-                     if tf32 else "assert_close defaults")}
-
-
-# PyTorch's own TF32 test precision (common_cuda.tf32_on_and_off(0.005)): with TF32 the
-# compute dtype of float32 convs/matmuls has a 10-bit mantissa. Measured on an H200:
-# resnet18 logits differ from eager by 7e-4 abs / 3.6e-3 rel.
-TF32_TOLERANCE = {"atol": 5e-3, "rtol": 5e-3}
-
-
-def tf32_active() -> bool:
-    import torch
-
-    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
-        return False
-    return bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32)
-
-
-def compare_with_cold(warm: Outputs, cold: Outputs,
-                      tolerance: Optional[Tuple[float, float]]) -> Dict[str, Any]:
-    import torch
-
-    mismatches: List[Dict[str, Any]] = []
-    for name in sorted(set(warm) | set(cold)):
-        w, c = warm.get(name), cold.get(name)
-        if w is None or c is None:
-            mismatches.append({"name": name, "message": "present in only one of cold/warm"})
-            continue
-        if w.dtype != c.dtype or w.shape != c.shape:
-            mismatches.append({"name": name, "message":
-                               f"cold {c.dtype}{list(c.shape)} vs warm {w.dtype}{list(w.shape)}"})
-            continue
-        if tolerance is None:
-            same = digest(w) == digest(c)
-        else:
-            same = bool(torch.allclose(w.double(), c.double(), atol=tolerance[0],
-                                       rtol=tolerance[1], equal_nan=True)) \
-                if w.is_floating_point() or w.is_complex() else bool(torch.equal(w, c))
-        if not same:
-            diff = None
-            if w.is_floating_point():
-                diff = float((w.double() - c.double()).abs().nan_to_num(0).max()) if w.numel() else 0.0
-            mismatches.append({"name": name, "max_abs_diff": diff,
-                               "message": "differs" + (f" (max abs diff {diff:.3g})"
-                                                       if diff is not None else "")})
-    return {"ok": not mismatches, "compared": len(cold),
-            "mode": "bitwise" if tolerance is None else f"atol={tolerance[0]},rtol={tolerance[1]}",
-            "mismatches": mismatches}
-
-
-def _short(text: str, lines: int = 6) -> str:
-    return "\n".join(text.strip().splitlines()[:lines])
 
 
 class Recorder:
@@ -296,7 +189,8 @@ def projection_loss(result: Any) -> Any:
     from torch.utils._pytree import tree_leaves
 
     gen = torch.Generator().manual_seed(0)
-    parts = [(t.float() * torch.randn(t.shape, generator=gen).to(t.device)).sum()
+    parts = [(t.to(torch.promote_types(t.dtype, torch.float32))
+              * torch.randn(t.shape, generator=gen).to(t.device)).sum()
              for t in tree_leaves(result) if isinstance(t, torch.Tensor) and t.requires_grad]
     if not parts:
         raise RuntimeError("ModelCase(train=True): the model returned no tensor that "

@@ -1,0 +1,224 @@
+"""Output comparisons of a check: warm vs cold and compiled vs eager.
+
+Both start elementwise (bitwise for warm vs cold, `torch.testing.assert_close` for
+compiled vs eager); a tensor that fails is escalated to PyTorch's own accuracy rule
+(`torch._dynamo.utils.same` with `fp64_ref`, used by `benchmarks/dynamo/common.py`):
+compare both sides with a float64 eager run, and fail only when the candidate's error
+is several times the reference implementation's own. TF32 and reordered atomics then
+pass (eager carries the same noise); wrong math does not.
+
+Runs in the child with torch alone: no numpy (torch does not install it).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import math
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+Outputs = Dict[str, Any]  # name -> cpu tensor
+
+# Below this many elements noise dominates an RMSE; torch's `same` uses 3 there too.
+SMALL_NUMEL = 1000
+# The floor of the rule, relative to the float64 output's RMS: an error below 0.01%
+# of the values' size is arithmetic noise whatever eager's own error (torch's rule
+# has an absolute tol/10 instead, which is the whole budget of a small gradient).
+FLOOR_REL = 1e-4
+# PyTorch's own TF32 test precision (common_cuda.tf32_on_and_off(0.005)): with TF32 the
+# compute dtype of float32 convs/matmuls has a 10-bit mantissa.
+TF32_TOLERANCE = {"atol": 5e-3, "rtol": 5e-3}
+_GRAD = re.compile(r"(^|\.)grad\.")
+
+
+def raw_bytes(t: Any) -> bytes:
+    """A tensor's bytes, read through ctypes: Tensor.numpy() needs numpy."""
+    c = t.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
+    return ctypes.string_at(c.data_ptr(), c.numel() * c.element_size())
+
+
+def digest(t: Any) -> str:
+    h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
+    if t.numel():
+        h.update(raw_bytes(t))
+    return h.hexdigest()[:16]
+
+
+def describe(outputs: Outputs) -> Dict[str, Dict[str, Any]]:
+    return {n: {"digest": digest(t), "dtype": str(t.dtype).replace("torch.", ""),
+                "shape": list(t.shape)} for n, t in outputs.items()}
+
+
+def is_gradient(name: str) -> bool:
+    return bool(_GRAD.search(name))
+
+
+def multiplier(t: Any) -> float:
+    """torch's `same`: 2x eager's error, 3x for half types and small tensors."""
+    import torch
+
+    if t.dtype in (torch.float16, torch.bfloat16) or t.numel() < SMALL_NUMEL:
+        return 3.0
+    return 2.0
+
+
+def against_float64(candidate: Any, baseline: Any, ref: Any) -> Dict[str, Any]:
+    """Is `candidate` as close to the float64 `ref` as `baseline` (same math, other
+    kernels) is, up to the multiplier and floor? Both errors go in the report, so a
+    user sees how close a check came."""
+    import torch
+
+    c, b, r = candidate.double(), baseline.double(), ref.double().to(candidate.device)
+    mask = torch.isfinite(r) & torch.isfinite(b)
+    bad = bool((mask & ~torch.isfinite(c)).any())
+    c, b, r = c[mask], b[mask], r[mask]
+    c_err = _rms(c - r)
+    b_err = _rms(b - r)
+    limit = multiplier(candidate) * b_err + FLOOR_REL * _rms(r)
+    ratio = c_err / b_err if b_err > 0 else (0.0 if c_err == 0 else math.inf)
+    return {"rmse": _round(c_err), "reference_rmse": _round(b_err), "limit": _round(limit),
+            "ratio": _round(ratio), "ok": not bad and c_err <= limit}
+
+
+def _rms(t: Any) -> float:
+    return float(t.pow(2).mean().sqrt()) if t.numel() else 0.0
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.4g}") if math.isfinite(x) else x
+
+
+def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs] = None,
+                       ref_note: Optional[str] = None,
+                       tolerance: Optional[Tuple[float, float]] = None) -> Dict[str, Any]:
+    """Compiled vs eager of the same code, every output and gradient.
+
+    With an explicit ATOL,RTOL every tensor must be close to it. By default a tensor
+    must be close under assert_close's dtype-aware tolerances (TF32's for float32 when
+    TF32 is on), or else pass the float64 rule against `ref`. Without a float64
+    reference, forward outputs fall back to assert_close and gradients are not gated:
+    on CUDA with TF32, resnet18's compiled and eager gradients differ by ~10% by norm
+    through BatchNorm backward, and only a float64 run tells that from wrong math."""
+    import torch
+
+    tf32 = tolerance is None and tf32_active()
+    mismatches: List[Dict[str, Any]] = []
+    escalated: List[Dict[str, Any]] = []
+    ungated: List[str] = []
+    grad_err = 0.0
+    for name in sorted(set(compiled) | set(eager)):
+        if name not in compiled or name not in eager:
+            mismatches.append({"name": name, "message": "present in only one of compiled/eager"})
+            continue
+        c, e = compiled[name], eager[name]
+        grad = is_gradient(name) and c.is_floating_point()
+        if grad:
+            grad_err = max(grad_err, float((c.double() - e.double()).norm()
+                                           / e.double().norm().clamp_min(1e-30)))
+        if tolerance is not None:
+            kw: Dict[str, float] = {"atol": tolerance[0], "rtol": tolerance[1]}
+        else:
+            kw = dict(TF32_TOLERANCE) if tf32 and c.dtype == torch.float32 else {}
+        message = _assert_close(c, e, kw)
+        if message is None:
+            continue
+        r = (ref or {}).get(name)
+        if tolerance is None and r is not None and c.is_floating_point() \
+                and c.shape == e.shape == r.shape:
+            v = {"name": name, **against_float64(c, e, r)}
+            escalated.append(v)
+            if not v["ok"]:
+                mismatches.append({"name": name, "message": (
+                    f"{'gradient' if grad else 'output'} {name}: compiled is {v['ratio']:.3g}x "
+                    f"as far from a float64 run as eager (RMSE {v['rmse']:.3g} vs eager's "
+                    f"{v['reference_rmse']:.3g}; allowed {v['limit']:.3g}): wrong math, not "
+                    f"rounding noise"), "float64": v})
+            continue
+        if grad and tolerance is None:
+            ungated.append(name)
+            continue
+        mismatches.append({"name": name, "message": message})
+    if tolerance is not None:
+        rule = f"atol={tolerance[0]},rtol={tolerance[1]}"
+    elif ref is not None:
+        rule = ("assert_close defaults" + (", TF32 tolerance for float32" if tf32 else "")
+                + ", else float64 reference")
+    else:
+        rule = ("assert_close defaults" + (", TF32 tolerance for float32" if tf32 else "")
+                + f" (no float64 reference: {ref_note or 'none made'})")
+    worst = max(escalated, key=lambda v: v["rmse"] / v["limit"] if v["limit"] else math.inf,
+                default=None)
+    return {"ok": not mismatches, "compared": len(compiled), "mismatches": mismatches,
+            "rule": rule, "float64": {"available": ref is not None,
+                                                    "note": ref_note, "escalated": escalated,
+                                                    "worst": worst},
+            "ungated_gradients": ungated, "gradient_rel_error": grad_err,
+            "gradients_gated": tolerance is not None or ref is not None}
+
+
+def _assert_close(c: Any, e: Any, kw: Dict[str, float]) -> Optional[str]:
+    import torch
+
+    try:
+        torch.testing.assert_close(c, e, equal_nan=True, **kw)
+    except AssertionError as exc:
+        return "\n".join(str(exc).strip().splitlines()[:6])
+    return None
+
+
+def tf32_active() -> bool:
+    import torch
+
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return False
+    return bool(torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32)
+
+
+def compare_with_cold(warm: Outputs, cold: Outputs, tolerance: Optional[Tuple[float, float]],
+                      ref: Optional[Outputs] = None) -> Dict[str, Any]:
+    """Warm must equal cold bitwise (or within ATOL,RTOL). A floating tensor that differs
+    is escalated to the float64 rule, cold standing in for eager: a nondeterministic
+    kernel (atomic adds in an embedding backward: 6.5e-9 in BERT on an H100) lands as
+    close to float64 as cold did; a stale entry does not."""
+    import torch
+
+    mismatches: List[Dict[str, Any]] = []
+    noise: List[Dict[str, Any]] = []
+    for name in sorted(set(warm) | set(cold)):
+        w, c = warm.get(name), cold.get(name)
+        if w is None or c is None:
+            mismatches.append({"name": name, "message": "present in only one of cold/warm"})
+            continue
+        if w.dtype != c.dtype or w.shape != c.shape:
+            mismatches.append({"name": name, "message":
+                               f"cold {c.dtype}{list(c.shape)} vs warm {w.dtype}{list(w.shape)}"})
+            continue
+        if tolerance is None:
+            same = digest(w) == digest(c)
+        else:
+            same = bool(torch.allclose(w.double(), c.double(), atol=tolerance[0],
+                                       rtol=tolerance[1], equal_nan=True)) \
+                if w.is_floating_point() or w.is_complex() else bool(torch.equal(w, c))
+        if same:
+            continue
+        diff = None
+        if w.is_floating_point():
+            diff = float((w.double() - c.double()).abs().nan_to_num(0).max()) if w.numel() else 0.0
+        r = (ref or {}).get(name)
+        if tolerance is None and r is not None and w.is_floating_point() and r.shape == w.shape:
+            v = {"name": name, "max_abs_diff": diff, **against_float64(w, c, r)}
+            if v["ok"]:
+                noise.append(v)
+                continue
+            mismatches.append({"name": name, "max_abs_diff": diff, "float64": v, "message": (
+                f"differs (max abs diff {diff:.3g}); warm is {v['ratio']:.3g}x as far from a "
+                f"float64 run as cold (RMSE {v['rmse']:.3g} vs {v['reference_rmse']:.3g})")})
+            continue
+        mismatches.append({"name": name, "max_abs_diff": diff,
+                           "message": "differs" + (f" (max abs diff {diff:.3g})"
+                                                   if diff is not None else "")})
+    mode = "bitwise" if tolerance is None else f"atol={tolerance[0]},rtol={tolerance[1]}"
+    if tolerance is None and ref is not None:
+        mode += ", else float64 reference"
+    return {"ok": not mismatches, "compared": len(cold), "mode": mode,
+            "mismatches": mismatches, "within_noise": noise}

@@ -1,0 +1,91 @@
+"""A float64 run of the eager reference, for the accuracy rule in `compare`.
+
+A ModelCase's model and inputs are cast to float64; a test body (which builds its
+own model) runs under `Float64Mode`, a TorchFunctionMode that computes every
+floating op in float64. Either can fail (an op or custom kernel without float64):
+then the caller says which rule it fell back to. Runs in the child; no pytest.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Tuple
+
+# Calls that read metadata or identity: computing them on a float64 copy would be
+# wasted work at best (and a new data_ptr at worst).
+_PASS_THROUGH = frozenset((
+    "__get__", "__set__", "__delete__", "data_ptr", "untyped_storage", "storage",
+    "storage_offset", "size", "dim", "numel", "stride", "element_size", "is_contiguous",
+    "is_floating_point", "is_complex", "get_device", "__len__", "__hash__",
+    "register_hook", "retain_grad", "requires_grad_", "_is_view",
+))
+_TO_DOUBLE = frozenset(("float", "half", "bfloat16", "double"))
+
+
+def _mode_base() -> Any:
+    from torch.overrides import TorchFunctionMode
+
+    return TorchFunctionMode
+
+
+def _low(t: Any) -> bool:
+    import torch
+
+    return isinstance(t, torch.Tensor) and t.dtype in (torch.float32, torch.float16,
+                                                       torch.bfloat16)
+
+
+def up(value: Any) -> Any:
+    """float32/float16/bfloat16 tensors (nested) as float64; anything else as is."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.to(torch.float64) if _low(t) else t, value)
+
+
+def _in_place(name: str) -> bool:
+    return (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") \
+        or name == "__setitem__"
+
+
+def make_mode() -> Any:
+    """A TorchFunctionMode that runs every floating op in float64. In-place ops keep
+    their target (a KV cache, running stats, a parameter update) and write into it;
+    casts to a lower float type (`.float()`, `.to(torch.float32)`) stay float64;
+    random factories are left alone, so the draws are the same as eager's."""
+    import torch
+
+    low = (torch.float32, torch.float16, torch.bfloat16)
+
+    class Float64Mode(_mode_base()):  # type: ignore[misc]
+        def __torch_function__(self, func: Callable[..., Any], types: Any,
+                               args: Tuple[Any, ...] = (), kwargs: Optional[Dict[str, Any]] = None
+                               ) -> Any:
+            kwargs = dict(kwargs or {})
+            name = getattr(func, "__name__", "")
+            if name in _PASS_THROUGH:
+                return func(*args, **kwargs)
+            if name in _TO_DOUBLE and args and _low(args[0]):
+                return args[0].to(torch.float64)
+            if name in ("to", "type"):
+                args = tuple(torch.float64 if a in low else a for a in args)
+                if kwargs.get("dtype") in low:
+                    kwargs["dtype"] = torch.float64
+            if _in_place(name):
+                args = args[:1] + tuple(up(list(args[1:])))
+            else:
+                args = tuple(up(list(args)))
+            out = kwargs.pop("out", None)
+            kwargs = up(kwargs)
+            if out is not None:
+                kwargs["out"] = out
+            return func(*args, **kwargs)
+
+    return Float64Mode()
+
+
+def case_step(step: Callable[..., Dict[str, Any]], model: Any, inputs: Tuple[Any, ...],
+              kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """A ModelCase's eager step with its model and inputs cast to float64 (the model is
+    cast in place: this is the last run of it in the phase)."""
+    model.double()
+    with make_mode():
+        return step(model, up(inputs), up(kwargs))
