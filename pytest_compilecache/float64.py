@@ -47,8 +47,9 @@ def _in_place(name: str) -> bool:
 
 
 def make_mode() -> Any:
-    """A TorchFunctionMode that runs every floating op in float64. In-place ops keep
-    their target (a KV cache, running stats, a parameter update) and write into it;
+    """A TorchFunctionMode that runs every floating op in float64. In-place ops run as
+    called, into their target (a KV cache, running stats, an init, a parameter update),
+    promoting in their target's dtype;
     casts to a lower float type (`.float()`, `.to(torch.float32)`) stay float64;
     random factories are left alone, so the draws are the same as eager's."""
     import torch
@@ -61,18 +62,18 @@ def make_mode() -> Any:
                                ) -> Any:
             kwargs = dict(kwargs or {})
             name = getattr(func, "__name__", "")
-            if name in _PASS_THROUGH:
+            if name in _PASS_THROUGH or _in_place(name):
+                # an in-place call writes into its target, which may come positionally
+                # or by keyword (nn.init.kaiming_uniform_(tensor=...)): never a copy
                 return func(*args, **kwargs)
-            if name in _TO_DOUBLE and args and _low(args[0]):
+            if name in _TO_DOUBLE and args and isinstance(args[0], torch.Tensor) \
+                    and args[0].is_floating_point():
                 return args[0].to(torch.float64)
             if name in ("to", "type"):
                 args = tuple(torch.float64 if a in low else a for a in args)
                 if kwargs.get("dtype") in low:
                     kwargs["dtype"] = torch.float64
-            if _in_place(name):
-                args = args[:1] + tuple(up(list(args[1:])))
-            else:
-                args = tuple(up(list(args)))
+            args = tuple(up(list(args)))
             out = kwargs.pop("out", None)
             kwargs = up(kwargs)
             if out is not None:

@@ -52,6 +52,31 @@ class Broken(torch.nn.Module):
 '''
 
 
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def commit(repo: Path, message: str, files: Dict[str, str]) -> str:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(textwrap.dedent(text))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+# A fresh venv with torch has no numpy (torch does not depend on it): a sitecustomize on
+# the repo's PYTHONPATH blocks it in the controller and in every phase child.
+NO_NUMPY = '''
+import sys
+
+sys.modules["numpy"] = None  # import fails, importlib.util.find_spec returns None
+'''
+
+
 class RepoRun:
     """A finished `pytest --compile-cache-check` session over a written model repo."""
 

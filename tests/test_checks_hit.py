@@ -1,5 +1,6 @@
 """Real cold/warm checks of tiny models on CPU Inductor: what must hit, hits; the
-classic never-saved AOTAutograd entry is caught with its cause."""
+classic never-saved AOTAutograd entry is caught with its cause. numpy is blocked, as
+in a fresh venv with torch alone."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RepoRun, run_repo
+from conftest import NO_NUMPY, RepoRun, run_repo
 
 pytestmark = pytest.mark.slow
 
@@ -62,6 +63,8 @@ def test_forward_without_backward(mlp_forward_with_grad):
 
 @pytest.mark.compile_cache
 def test_body(compile_cache):
+    with pytest.raises(ImportError):  # as in a fresh venv: torch brings no numpy
+        import numpy  # noqa: F401
     model = MLP().to(compile_cache.device).eval()
     x = torch.randn(4, 16, device=compile_cache.device)
     with torch.no_grad():
@@ -73,7 +76,8 @@ def test_body(compile_cache):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
-    return run_repo(tmp_path_factory.mktemp("repo_hit"), {"test_models.py": TESTS})
+    return run_repo(tmp_path_factory.mktemp("repo_hit"), {"test_models.py": TESTS,
+                                                          "sitecustomize.py": NO_NUMPY})
 
 
 def _layers(check):
@@ -86,8 +90,10 @@ def test_inference_hits_every_applicable_layer(run: RepoRun) -> None:
     assert _layers(c) == {"dynamo_pgo": "hit", "aot_autograd": "hit", "fx_graph": "hit",
                           "kernels": "hit", "autotune": "n/a"}
     assert "autotuning" in c["layers"]["autotune"]["reasons"][0]
-    assert c["outputs"]["warm_vs_cold"]["ok"] and c["outputs"]["warm_vs_cold"]["mode"] == "bitwise"
+    assert c["outputs"]["warm_vs_cold"]["ok"] and c["outputs"]["warm_vs_cold"]["mode"] == "bitwise, else float64 reference"
     assert c["outputs"]["warm_vs_eager"]["ok"]
+    assert c["outputs"]["warm_vs_eager"]["float64"]["available"] is True
+    assert "else float64 reference" in c["outputs"]["warm_vs_eager"]["rule"]
 
 
 def test_training_step_hits_and_compares_gradients(run: RepoRun) -> None:
@@ -98,6 +104,8 @@ def test_training_step_hits_and_compares_gradients(run: RepoRun) -> None:
     assert {g["backward"] for g in warm_fx} == {False, True}
     assert all(g["state"] == "hit" for g in warm_fx)
     assert c["outputs"]["warm_vs_cold"]["compared"] >= 5  # output + 4 gradients
+    eager = c["outputs"]["warm_vs_eager"]
+    assert eager["gradients_gated"] is True and eager["ungated_gradients"] == []
 
 
 def test_graph_break_gives_two_graphs_that_all_hit(run: RepoRun) -> None:
@@ -114,6 +122,7 @@ def test_body_form_records_every_compiled_call(run: RepoRun) -> None:
     assert c["form"] == "test_body"
     assert c["outputs"]["warm_vs_cold"]["compared"] == 2  # the compiled call + record()
     assert c["outputs"]["warm_vs_eager"]["ok"] is True
+    assert c["outputs"]["warm_vs_eager"]["float64"]["available"] is True  # the body in float64
 
 
 def test_forward_without_backward_is_flagged_never_saved(run: RepoRun) -> None:

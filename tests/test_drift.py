@@ -12,11 +12,12 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Dict, List
 
 import pytest
+
+from conftest import commit, git
 
 pytestmark = pytest.mark.slow
 
@@ -54,22 +55,6 @@ def test_net(net):
 '''
 
 NODE = "tests/test_net.py::test_net"
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
-def commit(repo: Path, message: str, files: Dict[str, str]) -> str:
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(textwrap.dedent(text))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,36 @@ def gpt2_inference():
     return ModelCase(model, example_inputs=(tokens,), example_kwargs={"use_cache": False})
 
 
+@pytest.fixture
+def resnet152_reduce_overhead():
+    """The workload of PyTorch's blog post on portable caches: random-init logits are
+    huge, and cuDNN's TF32 convolutions put compiled and eager 4% apart elementwise."""
+    model = torchvision.models.resnet152()
+    return ModelCase(model, example_inputs=(torch.randn(32, 3, 128, 128),),
+                     compile_kwargs={"mode": "reduce-overhead", "fullgraph": True})
+
+
+@pytest.fixture
+def bert_mlm_training():
+    """BERT-base masked-LM training step, random init, dropout off."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = transformers.BertForMaskedLM(config)
+    ids = torch.randint(0, config.vocab_size, (4, 128))
+    return ModelCase(model, example_kwargs={"input_ids": ids, "labels": ids},
+                     loss_fn=lambda out: out.loss, train=True)
+
+
+@pytest.mark.compile_cache
+def test_resnet152_reduce_overhead(resnet152_reduce_overhead):
+    ...
+
+
+@pytest.mark.compile_cache
+def test_bert_mlm_training(bert_mlm_training):
+    ...
+
+
 @pytest.mark.compile_cache
 def test_resnet18_training(resnet18_training):
     ...

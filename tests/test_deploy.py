@@ -1,0 +1,159 @@
+"""The deploy scenario judged by what a stale entry really shows: compiled disagreeing
+with eager of the same code (under the float64 rule), not numbers that differ from
+another commit's.
+
+One repository, three commits:
+  v1 a custom op whose registered backward misses a factor 2 (pytorch issue 144344:
+     the op's autograd implementation is in no cache key) ·
+  v2 the backward fixed · v3 the submodules created in another order (new weights)
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from conftest import NO_NUMPY, commit, git
+
+pytestmark = pytest.mark.slow
+
+OPS = '''
+import torch
+
+
+@torch.library.custom_op("cctest::scaled_sin", mutates_args=())
+def scaled_sin(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x) * 2.0
+
+
+@scaled_sin.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return grad * torch.cos(x)
+
+
+scaled_sin.register_autograd(_backward, setup_context=_setup)
+'''
+
+MODEL = '''
+import torch
+
+from pkg.ops import scaled_sin
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(16, 16)
+        self.l2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.l2(scaled_sin(self.l1(x)))
+'''
+
+TESTS = '''
+import pytest
+import torch
+
+from pkg.model import Net
+from pytest_compilecache import ModelCase
+
+
+@pytest.fixture
+def net():
+    return ModelCase(Net(), example_inputs=(torch.randn(4, 16),), train=True)
+
+
+@pytest.mark.compile_cache
+def test_case(net):
+    ...
+
+
+@pytest.mark.compile_cache
+def test_body(compile_cache):
+    model = Net().to(compile_cache.device)
+    x = torch.randn(4, 16, device=compile_cache.device)
+    torch.compile(model)(x).sum().backward()
+    compile_cache.record("grad_l1", model.l1.weight.grad)
+'''
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    path = tmp_path_factory.mktemp("deploy_repo")
+    git(path, "init", "-q")
+    shas: List[str] = [commit(path, "v1", {
+        "pytest.ini": "[pytest]\npythonpath = .\n", "pkg/__init__.py": "",
+        "pkg/ops.py": OPS, "pkg/model.py": MODEL, "tests/test_net.py": TESTS,
+        "sitecustomize.py": NO_NUMPY})]
+    shas.append(commit(path, "fix the backward", {
+        "pkg/ops.py": OPS.replace("grad * torch.cos(x)", "grad * torch.cos(x) * 2.0")}))
+    shas.append(commit(path, "create l2 first", {"pkg/model.py": MODEL.replace(
+        "        self.l1 = torch.nn.Linear(16, 16)\n        self.l2 = torch.nn.Linear(16, 4)\n",
+        "        self.l2 = torch.nn.Linear(16, 4)\n        self.l1 = torch.nn.Linear(16, 16)\n")}))
+    return {"path": path, "shas": shas}
+
+
+def deploy(path: Path, base: str) -> Dict[str, Any]:
+    """`pytest --compile-cache-check --compile-cache-baseline=BASE --compile-cache-baseline-warm`"""
+    report = path.parent / f"{path.name}-{base[:8]}.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env["PYTHONPATH"] = str(path)  # the sitecustomize that blocks numpy
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-cache-check",
+         f"--compile-cache-baseline={base}", "--compile-cache-baseline-warm",
+         f"--compile-cache-report={report}"],
+        cwd=path, env=env, capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert report.exists(), out[-3000:]
+    checks = {c["nodeid"].split("::")[-1]: c for c in json.loads(report.read_text())["checks"]}
+    return {"ret": proc.returncode, "out": out, "checks": checks}
+
+
+def test_a_stale_custom_op_backward_fails_naming_the_gradient_and_eager(repo):
+    path, shas = repo["path"], repo["shas"]
+    git(path, "checkout", "-q", shas[1])
+    s = deploy(path, shas[0])
+    assert s["ret"] == 1, s["out"][-3000:]
+    for name, grad in (("test_case", "grad.l1.weight"), ("test_body", "record:grad_l1")):
+        c = s["checks"][name]
+        assert c["verdict"] == "fail", (name, s["out"][-3000:])
+        # every key hit: the stale backward is served from the cache
+        for layer in ("aot_autograd", "fx_graph"):
+            assert c["layers"][layer]["state"] == "hit", (name, layer, c["layers"][layer])
+        assert c["outputs"]["warm_vs_cold"]["ok"] is True
+        eager = c["outputs"]["warm_vs_eager"]
+        assert eager["ok"] is False and eager["float64"]["available"] is True
+        bad = {m["name"]: m for m in eager["mismatches"]}
+        assert grad in bad, bad
+        v = bad[grad]["float64"]
+        assert v["rmse"] > v["limit"] and v["ratio"] > 1000
+        assert any(p.startswith("outputs: warm compiled differs from eager") and
+                   "as far from a float64 run as eager" in p for p in c["problems"]), c["problems"]
+
+
+def test_new_weights_from_an_init_order_change_deploy_clean(repo):
+    path, shas = repo["path"], repo["shas"]
+    git(path, "checkout", "-q", shas[2])
+    s = deploy(path, shas[1])
+    assert s["ret"] == 0, s["out"][-3000:]
+    c = s["checks"]["test_case"]
+    assert c["verdict"] == "pass"
+    assert all(c["layers"][k]["state"] == "hit" for k in ("aot_autograd", "fx_graph", "kernels"))
+    # the numbers differ from v2's (the weights are inputs): information, not a failure
+    assert c["outputs"]["warm_vs_cold"]["ok"] is False
+    assert c["outputs"]["warm_vs_eager"]["ok"] is True
+    assert any(n.startswith("outputs differ from the baseline's (information") for n in c["notes"])
