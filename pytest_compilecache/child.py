@@ -21,7 +21,8 @@ from pytest_compilecache import float64
 from pytest_compilecache import workload as wl
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.files import write_json_atomic
-from pytest_compilecache.probe import CacheObserver
+from pytest_compilecache.isolation import JOB_ID_ENV
+from pytest_compilecache.probe import CacheObserver, current_job_id
 
 
 class InternalError(Exception):
@@ -41,6 +42,8 @@ class ChildPlugin:
         # wall-clock instants of the process's stages, for the session's time breakdown
         self.marks: Dict[str, float] = {}
         self.result["marks"] = self.marks
+        # the job id this process started with; the test or model may set another in code
+        self._job_at_start = next((os.environ[k] for k in JOB_ID_ENV if os.environ.get(k)), None)
 
     def mark(self, stage: str) -> None:
         self.marks.setdefault(stage, time.time())
@@ -66,6 +69,14 @@ class ChildPlugin:
             self.result["cuda_index"] = torch.cuda.current_device()
         self._unpatch = wl.patch_torch_compile(self.recorder)
         self.mark("configured")
+
+    def _job_id(self) -> Dict[str, Any]:
+        """The PGO job id in effect at the end of the phase, and where it came from."""
+        value = current_job_id()
+        source = self.spec.get("job_id_source", "none")
+        if value != self._job_at_start:
+            source = "set in code (torch.compiler.config.job_id)" if value else "unset in code"
+        return {"value": value, "source": source}
 
     def context(self) -> wl.CheckContext:
         return wl.CheckContext(self.device or "cpu", self.spec["phase"], self.recorder)
@@ -188,6 +199,7 @@ class ChildPlugin:
             self.result["error"] = (f"the check did not run in the {self.spec['phase']} process: "
                                     f"node id {self.spec['nodeid']!r} was not collected or its "
                                     f"setup failed (see the log below)")
+        self.result["job_id"] = self._job_id()
         self.result["cache"] = None
         if self.observer.stopped:
             try:

@@ -1,10 +1,11 @@
 """A check's private cache root and the environment both of its phases run in.
 
 Cache directories hold code that gets executed (generated .py, .so, cubins), so the
-root is created 0700 and never shared between checks. Both phases get the same
-environment, as a restart has: the warm phase even keeps the compile-worker pool,
-because forcing in-process compiles changes Triton's cache key (seen on an H200
-with torch 2.11: kernels the static launcher cannot restore were recompiled).
+root is created 0700 and never shared between checks. Otherwise the children see the
+user's settings, so a check shows the warm start production gets: their job id, their
+compile-worker count, their cache flags. Both phases get the same environment, as a
+restart has (forcing in-process compiles changes Triton's cache key: seen on an H200
+with torch 2.11, kernels the static launcher cannot restore were recompiled).
 """
 from __future__ import annotations
 
@@ -15,27 +16,22 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 CHILD_SPEC_ENV = "PYTEST_COMPILECACHE_CHILD"
 
-# Set by us per check; a value inherited from the user's shell would break isolation.
+# Set by us per check; a value inherited from the user's shell would break isolation
+# (TORCH_TRACE: a user's trace dir would collect every check's phases).
 _OWNED = (
-    "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR", "TORCH_COMPILE_JOB_ID",
-    "TORCH_COMPILE_STICKY_PGO_KEY", "TORCH_TRACE", "TORCHINDUCTOR_COMPILE_THREADS",
-    CHILD_SPEC_ENV,
+    "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR", "TORCH_TRACE", CHILD_SPEC_ENV,
 )
+# Where torch.compiler.config.job_id reads its default from, in its order.
+JOB_ID_ENV = ("TORCH_COMPILE_JOB_ID", "TORCH_COMPILE_STICKY_PGO_KEY")
 # Remote caches would make a "cold" run warm from someone else's entries.
 _REMOTE_OFF = (
     "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE", "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE",
     "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE", "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE",
     "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO",
-)
-# Local caches that are off by default on old torch (2.5/2.6 AOTAutograd, 2.6 local
-# PGO); set only when the user did not choose, so a deliberate "=0" is reported.
-_LOCAL_ON_BY_DEFAULT = (
-    "TORCHINDUCTOR_AUTOGRAD_CACHE", "ENABLE_AOT_AUTOGRAD_CACHE",
-    "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO",
 )
 
 
@@ -94,27 +90,41 @@ def share_precompiled_headers(root: CacheRoot, env: Mapping[str, str], shared: P
 
 
 def job_id(nodeid: str) -> str:
-    """Stable per check, so PGO state written cold is looked up warm."""
+    """Stable per check (--compile-cache-job-id=per-check)."""
     return "compilecache-" + hashlib.sha1(nodeid.encode()).hexdigest()[:12]
 
 
-def phase_env(base: Mapping[str, str], root: CacheRoot, nodeid: str, threads: int,
-              spec_path: Path) -> Dict[str, str]:
+def resolve_job_id(setting: str, nodeid: str, environ: Mapping[str, str]
+                   ) -> Tuple[Optional[str], str]:
+    """The job id the phases get (None: they inherit the user's environment) and
+    where it comes from. Without one torch persists no PGO state (pytorch PR 139001),
+    so injecting one would prove a warm start the user's service does not get."""
+    if setting == "per-check":
+        return job_id(nodeid), "plugin (--compile-cache-job-id=per-check)"
+    if setting != "inherit":
+        return setting, "--compile-cache-job-id"
+    name = next((k for k in JOB_ID_ENV if environ.get(k)), None)
+    return None, f"environment ({name})" if name else "none"
+
+
+def phase_env(base: Mapping[str, str], root: CacheRoot, threads: int, spec_path: Path,
+              job: Optional[str] = None) -> Dict[str, str]:
+    """The user's environment with private cache dirs, remote caches off, a fixed
+    thread count and, when `job` is given, that job id."""
     env = {k: v for k, v in base.items() if k not in _OWNED}
     env.update({
         "TORCHINDUCTOR_CACHE_DIR": str(root.inductor),
         "TRITON_CACHE_DIR": str(root.triton),
         # precompiled headers (2.8+) live under $TMPDIR, not TORCHINDUCTOR_CACHE_DIR
         "TMPDIR": str(root.tmp),
-        # without a job id local PGO never reads or writes anything
-        "TORCH_COMPILE_JOB_ID": job_id(nodeid),
+        # part of the cache key on 2.13; one value for both phases, as a restart has
         "OMP_NUM_THREADS": str(threads),
         CHILD_SPEC_ENV: str(spec_path),
     })
+    if job is not None:
+        env[JOB_ID_ENV[0]] = job
     for k in _REMOTE_OFF:
         env[k] = "0"
-    for k in _LOCAL_ON_BY_DEFAULT:
-        env.setdefault(k, "1")
     if "USER" not in env and "LOGNAME" not in env:
         # torch 2.8-2.12 call getpass.getuser() at import without a fallback
         try:

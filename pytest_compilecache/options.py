@@ -92,6 +92,18 @@ def parse_shard(value: str) -> Tuple[int, int]:
     return (i, n)
 
 
+def parse_job_id(value: str) -> str:
+    """inherit (default), per-check, or a job id to give every check's phases."""
+    v = value.strip()
+    if v in ("", "inherit"):
+        return "inherit"
+    if v.startswith("mast:"):
+        raise argparse.ArgumentTypeError(f"{value!r}: torch reserves job ids starting 'mast:'")
+    if any(c.isspace() for c in v):
+        raise argparse.ArgumentTypeError(f"{value!r}: a job id has no whitespace")
+    return v
+
+
 # name, ini type, default, parser, help
 _VALUED = (
     ("report", "string", None, str,
@@ -106,6 +118,10 @@ _VALUED = (
     ("eager-tolerance", "string", "default", parse_tolerance,
      "how compiled outputs must match eager ones: default (torch.testing.assert_close's "
      "dtype-aware tolerances) or ATOL[,RTOL]"),
+    ("job-id", "string", "inherit", parse_job_id,
+     "the PGO job id the phases run with: inherit (default: the user's "
+     "TORCH_COMPILE_JOB_ID or none, as production starts), per-check (one the plugin "
+     "makes per check), or VALUE for a deployment that sets one which CI does not"),
     ("threads", "string", None, parse_threads,
      "CPU thread count fixed for both phases (OMP_NUM_THREADS; part of the cache key on "
      "torch 2.13); default: OMP_NUM_THREADS or the core count"),
@@ -141,7 +157,8 @@ _VALUED = (
      "(internal) JSON file listing the node ids a recording session runs"),
 )
 # what --help shows after "=" where the option's last word would not say it
-_METAVARS = {"jobs-per-gpu": "K", "baseline": "REF", "allow-drift": "PATTERNS",
+_METAVARS = {"jobs-per-gpu": "K", "job-id": "inherit|per-check|VALUE", "baseline": "REF",
+             "allow-drift": "PATTERNS",
              "shard": "I/N", "shard-times": "REPORT", "select": "FILE",
              "warm-tolerance": "ATOL,RTOL", "eager-tolerance": "ATOL,RTOL"}
 _FLAGS = (
@@ -188,6 +205,7 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT_S
     warm_tolerance: Optional[Tuple[float, float]] = None
     eager_tolerance: Optional[Tuple[float, float]] = None
+    job_id: str = "inherit"
     threads: int = 1
     root: Optional[str] = None
     store: Optional[str] = None

@@ -38,7 +38,7 @@ def parse_components(lines: Any) -> List[List[Any]]:
 
 
 class _TraceHandler(logging.Handler):
-    WANT = ("fx_graph_cache", "aotautograd_cache", "triton_kernel_info")
+    WANT = ("fx_graph_cache", "aotautograd_cache", "triton_kernel_info", "recompile_reasons")
 
     def __init__(self, sink: List[Any]) -> None:
         super().__init__(logging.DEBUG)
@@ -112,12 +112,25 @@ def layer_config() -> Dict[str, Any]:
     if pgo_on is None:
         cfg["dynamo_pgo"] = {"enabled": False,
                              "why": f"torch {torch.__version__} has no local PGO (2.6+)"}
+    elif pgo_on and not force and current_job_id() is None:
+        cfg["dynamo_pgo"] = {"enabled": False, "no_job_id": True,
+                             "why": "no job id: PGO state is not persisted across restarts"}
     else:
-        cfg["dynamo_pgo"] = state(bool(pgo_on) and bool(os.environ.get("TORCH_COMPILE_JOB_ID")),
-                                  "automatic_dynamic_local_pgo is off or no job id is set")
+        cfg["dynamo_pgo"] = state(bool(pgo_on), "dynamo config automatic_dynamic_local_pgo "
+                                                "is off (TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO=0)")
     cfg["autotune"] = state(bool(getattr(ic, "autotune_local_cache", True)),
                             "inductor config autotune_local_cache is off")
     return cfg
+
+
+def current_job_id() -> Optional[str]:
+    """torch.compiler.config.job_id (2.6+: set in code, or from TORCH_COMPILE_JOB_ID /
+    TORCH_COMPILE_STICKY_PGO_KEY), else the environment variable."""
+    import torch
+
+    cfg = getattr(torch.compiler, "config", None)
+    value = getattr(cfg, "job_id", None) if cfg is not None else None
+    return value or os.environ.get("TORCH_COMPILE_JOB_ID") or None
 
 
 def _try(fn: Callable[[], Any]) -> Any:
@@ -238,6 +251,14 @@ class CacheObserver:
             graphs[cid][layer].append(entry)
         return dict(graphs)
 
+    def recompile_reasons(self) -> List[str]:
+        """Why Dynamo recompiled a frame (guard failures), torch 2.5+'s trace artifact."""
+        out: List[str] = []
+        for name, _, data in self.events:
+            if name == "recompile_reasons":
+                out += [str(r) for r in (data if isinstance(data, list) else [data])]
+        return out
+
     def kernel_info(self) -> Dict[str, Any]:
         autotune_states: List[str] = []
         via_triton = 0
@@ -262,4 +283,5 @@ class CacheObserver:
     def record(self) -> Dict[str, Any]:
         return {"wall_s": round(self.wall_s, 3), "counters": self.counters(),
                 "graphs": self.graphs(), "kernels": self.kernel_info(),
+                "recompile_reasons": self.recompile_reasons(),
                 "layer_config": layer_config()}

@@ -72,6 +72,11 @@ def failure_lines(r: CheckResult) -> List[str]:
                          f"eager's {worst['reference_rmse']:.3g} (allowed {worst['limit']:.3g})"
                          if worst else ""))
     lines += _drift_lines(r)
+    job = (r.job_id or {}).get("warm")
+    pgo = r.layers.get("dynamo_pgo")
+    if job and pgo is not None and pgo.state in ("off", "miss"):
+        lines.append(f"  PGO job id: {job['value']!r} ({job.get('source')})" if job.get("value")
+                     else "  PGO job id: none (not in the environment, not set in code)")
     lines += [f"  note: {n}" for n in r.notes]
     if r.timings.get("cold_s") is not None:
         lines.append(f"  compile+run: cold {_s(r.timings.get('cold_s'))} s, warm "

@@ -20,7 +20,8 @@ import pytest
 from pytest_compilecache import files as fs
 from pytest_compilecache import manifest as mf
 from pytest_compilecache import report
-from pytest_compilecache.isolation import CacheRoot, phase_env, share_precompiled_headers
+from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
+                                           share_precompiled_headers)
 from pytest_compilecache.launcher import Launcher, SubprocessLauncher, pytest_child_flags
 from pytest_compilecache.options import Settings
 from pytest_compilecache.verdict import CheckResult, error_result, judge, recorded
@@ -289,9 +290,10 @@ class CompileCacheSession:
                 "tolerance": self.settings.warm_tolerance,
                 "eager_tolerance": self.settings.eager_tolerance,
                 "cold_outputs": str(root.phases / "cold-outputs.pt")}
+        job, spec["job_id_source"] = resolve_job_id(self.settings.job_id, item.nodeid, os.environ)
         spec_path = root.phases / f"{phase}-spec.json"
         spec_path.write_text(json.dumps(spec))
-        env = phase_env(os.environ, root, item.nodeid, self.settings.threads, spec_path)
+        env = phase_env(os.environ, root, self.settings.threads, spec_path, job)
         invocation = Path(self.config.invocation_params.dir)
         if phase != "warm":
             share_precompiled_headers(root, env, self._pch_dir())
@@ -415,7 +417,8 @@ class CompileCacheSession:
         return report.build_report(
             self.results, {"device": s.device, "timeout_s": s.timeout, "threads": s.threads,
                            "warm_tolerance": s.warm_tolerance,
-                           "eager_tolerance": s.eager_tolerance, "baseline": s.baseline,
+                           "eager_tolerance": s.eager_tolerance, "job_id": s.job_id,
+                           "baseline": s.baseline,
                            "baseline_warm": s.baseline_warm, "repeat": s.repeat,
                            "allow_drift": list(s.allow_drift), "manifest_only": s.manifest_only,
                            "store": str(self.store_path) if self.store_path else None},

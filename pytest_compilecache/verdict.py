@@ -24,7 +24,7 @@ TINY_DIFF = 1e-5
 
 @dataclass
 class LayerVerdict:
-    state: str                 # hit | miss | bypass | n/a
+    state: str                 # hit | miss | bypass | off | n/a
     cold: str = ""             # what the cold run did, e.g. "miss 2, saved 2"
     warm: str = ""             # what the warm run did
     reasons: List[str] = field(default_factory=list)
@@ -50,6 +50,7 @@ class CheckResult:
     drift: Dict[str, Any] = field(default_factory=dict)    # against --compile-cache-baseline
     repeat: Dict[str, Any] = field(default_factory=dict)   # second cold run, relocated
     leases: List[Dict[str, Any]] = field(default_factory=list)  # device slot per phase
+    job_id: Dict[str, Any] = field(default_factory=dict)  # PGO job id per phase, and its source
 
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)
@@ -92,7 +93,9 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
     config = wc.get("layer_config") or {}
     res = CheckResult(nodeid=nodeid, verdict="pass", device=warm.get("device"),
                       device_name=warm.get("device_name"), form=warm.get("form"),
-                      versions=warm.get("versions") or {}, timings=timings)
+                      versions=warm.get("versions") or {}, timings=timings,
+                      job_id={p: r["job_id"] for p, r in (("cold", cold), ("warm", warm))
+                              if r.get("job_id")})
     precompiled = _count(wc, "dynamo_cache", "dynamo_cache_hit") > 0
     for layer in KEYED:
         res.layers[layer] = _keyed_layer(layer, cc, wc, config.get(layer), saved, precompiled)
@@ -238,6 +241,8 @@ def _pgo_layer(cc: Dict[str, Any], wc: Dict[str, Any], cfg: Optional[Dict[str, A
 
     c, w = io(cc), io(wc)
     lv = LayerVerdict(state="hit", cold=f"written {c['written']}", warm=f"read {w['read']}")
+    if cfg is not None and cfg.get("no_job_id"):
+        return _pgo_without_job_id(lv, wc)
     if cfg is not None and not cfg.get("enabled", True):
         return LayerVerdict("n/a", lv.cold, lv.warm, [cfg.get("why") or "disabled"])
     if not c["written"] and not w["read"]:
@@ -258,6 +263,35 @@ def _pgo_layer(cc: Dict[str, Any], wc: Dict[str, Any], cfg: Optional[Dict[str, A
         lv.state = "miss"
         lv.reasons.append(f"warm compiled {sum(warm_n.values())} graphs, cold ended with "
                           f"{sum(cold_n.values())}")
+    return lv
+
+
+# Guard failures that automatic dynamic (and so saved PGO state) turns into one
+# dynamic graph: a restart with PGO state compiles that graph first.
+_SHAPE_GUARD = ("size mismatch", "stride mismatch")
+
+
+def _pgo_without_job_id(lv: LayerVerdict, wc: Dict[str, Any]) -> LayerVerdict:
+    """No job id: torch keeps no profile across restarts. That costs nothing unless
+    the warm run recompiled a frame on a shape guard, as every restart then will."""
+    lv.state, lv.reasons = "off", ["no job id: PGO state is not persisted across restarts"]
+    again = {f: n for f, n in _compiles_per_frame(wc).items() if n > 1}
+    shape = [r for r in wc.get("recompile_reasons") or [] if any(g in r for g in _SHAPE_GUARD)]
+    if not again:
+        return lv
+    frames = ", ".join(f"frame {f} compiled {n} times" for f, n in sorted(again.items()))
+    if not shape:
+        lv.reasons.append(f"the warm run recompiled ({frames}) on guards PGO does not "
+                          f"address: " + "; ".join((wc.get("recompile_reasons") or ["?"])[:2]))
+        return lv
+    lv.state = "miss"
+    lv.reasons = [
+        f"no job id, so no PGO state across restarts, and the warm run recompiled: {frames} "
+        f"({shape[0].strip()}). Every restart pays this static-then-dynamic recompile. Set a "
+        f"job id that is stable per model in production (TORCH_COMPILE_JOB_ID=<id>, or "
+        f"torch.compiler.config.job_id = '<id>'); torch's docs: the id tells torch that two "
+        f"runs are the same workload and may share profiles, so never share one between "
+        f"different models or topologies"]
     return lv
 
 

@@ -92,9 +92,11 @@ class RepoRun:
         return found[0]
 
 
-def run_repo(path: Path, files: Dict[str, str], *args: str, timeout: float = 900) -> RepoRun:
+def run_repo(path: Path, files: Dict[str, str], *args: str, timeout: float = 900,
+             env: Optional[Dict[str, str]] = None) -> RepoRun:
     """Write a model repo into `path` and run pytest on it in a fresh process, as a
-    user would (pytester.runpytest_subprocess, but shareable across a module)."""
+    user would (pytester.runpytest_subprocess, but shareable across a module). The
+    session sees no job id of this machine's, only those in `env`."""
     path.mkdir(parents=True, exist_ok=True)
     (path / "models.py").write_text(MODELS)
     (path / "pytest.ini").write_text("[pytest]\n")
@@ -102,11 +104,12 @@ def run_repo(path: Path, files: Dict[str, str], *args: str, timeout: float = 900
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(textwrap.dedent(text))
     report = path / "report.json"
-    env = {**os.environ, "PYTHONPATH": str(path)}
-    env.pop("PYTEST_ADDOPTS", None)
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("PYTEST_ADDOPTS", "TORCH_COMPILE_JOB_ID", "TORCH_COMPILE_STICKY_PGO_KEY")}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA",
          "--compile-cache-check", f"--compile-cache-report={report}", *args],
-        cwd=path, env=env, capture_output=True, text=True, timeout=timeout)
+        cwd=path, env={**base, "PYTHONPATH": str(path), **(env or {})}, capture_output=True,
+        text=True, timeout=timeout)
     data = json.loads(report.read_text()) if report.exists() else None
     return RepoRun(proc, data)

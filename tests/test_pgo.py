@@ -1,0 +1,76 @@
+"""PGO as production gets it: the children inherit the user's job id (or its absence).
+A model called with varying batch sizes recompiles static -> dynamic on every restart
+without a job id (pytorch PR 139001), although every FX and AOTAutograd lookup hits."""
+from __future__ import annotations
+
+from typing import Dict
+
+import pytest
+
+from conftest import RepoRun, run_repo
+
+pytestmark = pytest.mark.slow
+
+TESTS = '''
+import pytest
+import torch
+
+from models import MLP
+
+
+@pytest.mark.compile_cache
+def test_varying_batch(compile_cache):
+    model = MLP().to(compile_cache.device).eval()
+    serve = torch.compile(model)
+    with torch.no_grad():
+        for n in (4, 7, 9):
+            serve(torch.randn(n, 16, device=compile_cache.device))
+'''
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, RepoRun]:
+    files = {"test_serve.py": TESTS}
+    return {
+        "none": run_repo(tmp_path_factory.mktemp("pgo_none"), files),
+        "env": run_repo(tmp_path_factory.mktemp("pgo_env"), files,
+                        env={"TORCH_COMPILE_JOB_ID": "scorer-v1"}),
+        "per_check": run_repo(tmp_path_factory.mktemp("pgo_plugin"), files,
+                              "--compile-cache-job-id=per-check"),
+    }
+
+
+def test_without_a_job_id_the_restart_recompiles_and_the_check_fails(runs) -> None:
+    run = runs["none"]
+    c = run.check("test_varying_batch")
+    assert c["verdict"] == "fail", run.out[-3000:]
+    pgo = c["layers"]["dynamo_pgo"]
+    assert pgo["state"] == "miss"
+    assert "no job id" in pgo["reasons"][0] and "frame 0 compiled 2 times" in pgo["reasons"][0]
+    assert "size mismatch" in pgo["reasons"][0]
+    assert "TORCH_COMPILE_JOB_ID=<id>" in pgo["reasons"][0]
+    for layer in ("aot_autograd", "fx_graph"):  # every cache lookup hit all the same
+        assert c["layers"][layer]["state"] == "hit", c["layers"][layer]
+    assert c["job_id"]["cold"] == {"value": None, "source": "none"}
+    assert "PGO job id: none (not in the environment, not set in code)" in run.out
+
+
+def test_a_job_id_from_the_environment_is_inherited_and_the_check_passes(runs) -> None:
+    run = runs["env"]
+    c = run.check("test_varying_batch")
+    assert c["verdict"] == "pass", run.out[-3000:]
+    pgo = c["layers"]["dynamo_pgo"]
+    assert pgo["state"] == "hit" and pgo["cold"] == "written 2"
+    assert c["job_id"]["warm"] == {"value": "scorer-v1",
+                                   "source": "environment (TORCH_COMPILE_JOB_ID)"}
+
+
+def test_a_per_check_job_id_passes_and_the_report_says_it_was_the_plugins(runs) -> None:
+    run = runs["per_check"]
+    c = run.check("test_varying_batch")
+    assert c["verdict"] == "pass", run.out[-3000:]
+    assert c["layers"]["dynamo_pgo"]["state"] == "hit"
+    job = c["job_id"]["cold"]
+    assert job["value"].startswith("compilecache-")
+    assert job["source"] == "plugin (--compile-cache-job-id=per-check)"
+    assert run.report["settings"]["job_id"] == "per-check"
