@@ -132,9 +132,9 @@ class ChildPlugin:
             try:
                 for prefix, case, model, inputs, ckw, state in prepared:
                     model.load_state_dict(state)
-                    ref.update(float64.case_step(
-                        lambda m, i, k: wl.run_case_step(m, m, case, i, k, prefix),
-                        model, inputs, ckw))
+                    with float64.model_in_float64(model):
+                        ref.update(wl.run_case_step(model, model, case, float64.up(inputs),
+                                                    float64.up(ckw), prefix))
             except Exception as e:
                 ref, ref_note = None, _first_line(e)
         self._finish(compiled, eager, eager_note, ref, ref_note)

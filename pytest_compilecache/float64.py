@@ -7,7 +7,8 @@ then the caller says which rule it fell back to. Runs in the child; no pytest.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple
+import contextlib
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 # Calls that read metadata or identity: computing them on a float64 copy would be
 # wasted work at best (and a new data_ptr at worst).
@@ -83,10 +84,10 @@ def make_mode() -> Any:
     return Float64Mode()
 
 
-def case_step(step: Callable[..., Dict[str, Any]], model: Any, inputs: Tuple[Any, ...],
-              kwargs: Dict[str, Any]) -> Dict[str, Any]:
-    """A ModelCase's eager step with its model and inputs cast to float64 (the model is
-    cast in place: this is the last run of it in the phase)."""
+@contextlib.contextmanager
+def model_in_float64(model: Any) -> Iterator[None]:
+    """A ModelCase's model cast to float64 in place (this is the last run of it in the
+    phase), with every op in float64 too (casts inside forward stay float64)."""
     model.double()
     with make_mode():
-        return step(model, up(inputs), up(kwargs))
+        yield

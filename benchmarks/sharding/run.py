@@ -39,11 +39,9 @@ def main(configs):
         argv = [sys.executable, "-m", "pytest", str(HERE), "-p", "no:cacheprovider", "-q",
                 "--compile-cache-check", f"--compile-cache-report={report}",
                 f"--compile-cache-gpus={','.join(str(i) for i in range(gpus))}",
-                f"--compile-cache-jobs-per-gpu={jobs}", "-n", str(gpus * jobs),
-                # measured on an H200: TF32 convolutions put resnet50 1.3e-2 from eager, and
-                # backward atomics make warm gradients differ from cold by ~1e-7
-                "--compile-cache-eager-tolerance=5e-2,5e-2",
-                "--compile-cache-warm-tolerance=1e-5,1e-5"]
+                # default options: TF32 (resnet50 1.3e-2 from eager on an H200) and backward
+                # atomics (warm gradients ~1e-7 from cold) are the float64 rule's to judge
+                f"--compile-cache-jobs-per-gpu={jobs}", "-n", str(gpus * jobs)]
         if other:
             argv.append("--compile-cache-warm-on-other-gpu")
         start = time.perf_counter()
