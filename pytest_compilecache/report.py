@@ -74,7 +74,7 @@ def failure_lines(r: CheckResult) -> List[str]:
     lines += _drift_lines(r)
     job = (r.job_id or {}).get("warm")
     pgo = r.layers.get("dynamo_pgo")
-    if job and pgo is not None and pgo.state in ("off", "miss"):
+    if job and pgo is not None and pgo.state == "miss":
         lines.append(f"  PGO job id: {job['value']!r} ({job.get('source')})" if job.get("value")
                      else "  PGO job id: none (not in the environment, not set in code)")
     lines += [f"  note: {n}" for n in r.notes]
