@@ -13,7 +13,7 @@ venv=${VENV:-$(mktemp -d)/venv}
 [ -x "$venv/bin/python" ] || python -m venv "$venv"
 # shellcheck disable=SC1091
 . "$venv/bin/activate"
-export PIP_CONSTRAINT=/dev/null
+export PIP_CONSTRAINT=/dev/null PIP_RETRIES=0
 pip install -q "torch==$version" --index-url https://download.pytorch.org/whl/cpu \
   || pip install -q "torch==$version"
 pip install -q -e ".[xdist]"

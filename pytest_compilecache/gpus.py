@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
@@ -81,9 +82,25 @@ def cpu_slots(cores: int, threads_per_check: int) -> List[Slot]:
 
 
 def private_dir(path: Path) -> Path:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
+    """`path` created 0700, or an existing directory this user owns that no one else
+    can enter; a directory we did not make is never chmod-ed (it may be /tmp)."""
+    try:
+        path.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise OSError(f"{path} is not a private directory of this user (a symlink, another "
+                      f"owner, or open to others); remove it, or name another directory")
     return path
+
+
+def shared_lock_dir(chosen: Path) -> Path:
+    """The private subdirectory of a lock directory the user names: every session of
+    this user on the host that names `chosen` meets in it, whatever `chosen` is (a
+    1777 dir, a symlink), and `chosen` itself is left as it was."""
+    chosen.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return private_dir(chosen / f"pytest-compilecache-{os.getuid()}")
 
 
 @dataclass

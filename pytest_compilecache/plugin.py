@@ -64,6 +64,13 @@ def pytest_configure(config: pytest.Config) -> None:
         owned = path if fresh else None
     session = CompileCacheSession(config, settings)
     session.owned_lock_dir = owned
+    if not hasattr(config, "workerinput"):
+        from pytest_compilecache import preflight
+
+        found = preflight.problems(settings.report, session.store_path, settings.store,
+                                   settings.root)
+        if found:
+            raise pytest.UsageError("\n".join(found))
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "compilecache-session")
     if config.pluginmanager.hasplugin("xdist"):

@@ -467,10 +467,10 @@ def _deselect(config: pytest.Config, items: List[pytest.Item], keep: Any) -> Non
 def lock_dir(chosen: Optional[str]) -> str:
     """The slot-lock directory: the option, else the one the controller made for this
     session (inherited by xdist workers and recording sessions through the env)."""
-    from pytest_compilecache.gpus import LOCK_DIR_ENV, private_dir
+    from pytest_compilecache.gpus import LOCK_DIR_ENV, shared_lock_dir
 
     if chosen:
-        return str(private_dir(Path(chosen)))
+        return str(shared_lock_dir(Path(chosen)))
     if not os.environ.get(LOCK_DIR_ENV):
         os.environ[LOCK_DIR_ENV] = tempfile.mkdtemp(prefix="pytest-compilecache-locks-")
     return os.environ[LOCK_DIR_ENV]

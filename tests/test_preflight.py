@@ -1,0 +1,68 @@
+"""Unusable output locations are usage errors before anything compiles, and a lock
+directory the user names is never chmod-ed. Real pytest sessions; none compiles."""
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CHECK = '''
+import pytest
+
+
+@pytest.mark.compile_cache
+def test_model(compile_cache):
+    raise AssertionError("a usage error must stop the session before any check runs")
+'''
+
+
+def session(path: Path, *args: str) -> subprocess.CompletedProcess:
+    (path / "test_model.py").write_text(CHECK)
+    (path / "pytest.ini").write_text("[pytest]\n")
+    (path / "afile").write_text("not a directory\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                           "--compile-cache-check", f"--compile-cache-root={path / 'roots'}",
+                           *args], cwd=path, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("option, says", [
+    ("--compile-cache-report=afile/report.json", "afile is not a directory; choose a writable file path"),
+    ("--compile-cache-report=/proc/compilecache-report.json", "cannot create files in /proc"),
+    ("--compile-cache-report=.", "is a directory"),
+    ("--compile-cache-store=afile/store", "afile is not a directory; choose a writable directory, or 'none'"),
+])
+def test_an_unusable_output_is_a_usage_error_before_any_compile(tmp_path, option, says) -> None:
+    proc = session(tmp_path, option)
+    err = proc.stdout + proc.stderr
+    assert proc.returncode == 4, err[-2000:]
+    assert f"{option}: " in err and says in err, err[-2000:]
+    assert not (tmp_path / "roots").exists()  # no check started
+
+
+def test_a_root_that_is_a_file_is_a_usage_error(tmp_path) -> None:
+    proc = session(tmp_path, f"--compile-cache-root={tmp_path / 'afile'}")
+    err = proc.stdout + proc.stderr
+    assert proc.returncode == 4, err[-2000:]
+    assert f"--compile-cache-root={tmp_path / 'afile'}: {tmp_path / 'afile'} is not a directory" in err
+
+
+def test_a_named_lock_dir_keeps_its_mode_and_gets_a_private_subdirectory(tmp_path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    target = tmp_path / "target"
+    target.mkdir(mode=0o755)
+    os.chmod(target, 0o755)
+    (tmp_path / "link").symlink_to(target, target_is_directory=True)
+    for d, mode in ((shared, 0o1777), (tmp_path / "link", 0o755)):
+        proc = session(tmp_path, f"--compile-cache-lock-dir={d}", "--collect-only")
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
+        assert stat.S_IMODE(os.stat(d).st_mode) == mode
+        sub = d / f"pytest-compilecache-{os.getuid()}"
+        assert sub.is_dir() and stat.S_IMODE(os.stat(sub).st_mode) == 0o700
