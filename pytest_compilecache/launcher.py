@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Protocol, Sequence
 
+from pytest_compilecache.lifetime import child_preexec
+
 STDERR_TAIL_LINES = 40
 
 
@@ -71,7 +73,8 @@ class SubprocessLauncher:
         with open(log_path, "wb") as log:
             proc = subprocess.Popen([sys.executable, *argv], env=dict(env), cwd=cwd,
                                     stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    preexec_fn=child_preexec)
             timed_out = False
             try:
                 proc.wait(timeout=timeout)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pytest_compilecache import lifetime
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
 from pytest_compilecache.options import Settings, add_options
 
@@ -37,7 +38,9 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_compilecache.child import BodyHooks, ChildPlugin, load_spec
 
         os.environ.pop(CHILD_SPEC_ENV)  # not for the test's own subprocesses
-        child = ChildPlugin(load_spec(spec_path))
+        spec = load_spec(spec_path)
+        lifetime.die_with_launcher(spec.get("launcher_pid"))
+        child = ChildPlugin(spec)
         child.configure()
         config.stash[_SESSION] = child
         config.pluginmanager.register(child, "compilecache-child")
@@ -49,32 +52,31 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(e)) from None
     if not settings.check:
         return
+    lifetime.interrupt_on_sigterm()
+    if hasattr(config, "workerinput"):  # an xdist worker ends with its controller
+        lifetime.parent_death_signal()
     if settings.baseline:
         _check_baseline(config, settings.baseline)
     from pytest_compilecache.gpus import LOCK_DIR_ENV
-    from pytest_compilecache.session import CompileCacheSession, XdistHooks, lock_dir
+    from pytest_compilecache.session import CompileCacheSession, lock_dir, open_results_dir
 
-    owned = None
-    if not hasattr(config, "workerinput"):  # the controller: workers inherit its lock dir
-        fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
-        try:
-            path = lock_dir(settings.lock_dir)
-        except OSError as e:
-            raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
-        owned = path if fresh else None
     session = CompileCacheSession(config, settings)
-    session.owned_lock_dir = owned
-    if not hasattr(config, "workerinput"):
+    if not hasattr(config, "workerinput"):  # the controller: workers inherit its dirs
         from pytest_compilecache import preflight
 
         found = preflight.problems(settings.report, session.store_path, settings.store,
                                    settings.root)
         if found:
             raise pytest.UsageError("\n".join(found))
+        fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
+        try:
+            path = lock_dir(settings.lock_dir)
+        except OSError as e:
+            raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
+        session.owned_lock_dir = path if fresh else None
+        session.results_dir = open_results_dir()
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "compilecache-session")
-    if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(XdistHooks(session), "compilecache-xdist")
 
 
 def _check_baseline(config: pytest.Config, rev: str) -> None:

@@ -129,7 +129,7 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
     return lines
 
 
-VERDICTS = ("pass", "fail", "error", "recorded")
+VERDICTS = ("pass", "fail", "error", "recorded", "not run")
 
 
 def summarize(checks: Iterable[Dict[str, Any]]) -> Dict[str, int]:

@@ -12,6 +12,8 @@ import os
 import shutil
 import sys
 import tempfile
+import traceback
+import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -86,6 +88,10 @@ class CompileCacheSession:
         self._cold_device: Optional[str] = None
         self._collected_files: set = set()
         self.gone: List[str] = []
+        self.interrupted: Optional[Dict[str, str]] = None
+        self.results_dir: Optional[str] = None  # the controller's: where workers publish
+        self._failed_reports: Dict[str, str] = {}
+        self._started: set = set()  # checks xdist workers began (published)
 
     # -- collection ------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -137,9 +143,31 @@ class CompileCacheSession:
 
     # -- one check ---------------------------------------------------------------------
     def run_check(self, item: CheckItem) -> CheckResult:
+        """Every check ends in the results, whatever happens on this side: an exception
+        here is an `error` naming the controller, never a check missing from the report."""
+        root: Optional[CacheRoot] = None
+        if getattr(self.config, "workerinput", None) is not None:
+            publish("started", {"nodeid": item.nodeid})
+        try:
+            root = CacheRoot.create(item.nodeid, self.settings.root)
+            return self._run_check(item, root)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: nothing in this root is worth keeping
+            if root is not None and not self.settings.keep:
+                shutil.rmtree(root.path, ignore_errors=True)
+            raise
+        except Exception:
+            result = CheckResult(
+                nodeid=item.nodeid, verdict="error",
+                error="pytest-compilecache failed in the controller while running this check "
+                      "(an error in the plugin or its settings, not in the model):\n"
+                      + traceback.format_exc(),
+                cache_root=str(root.path) if root is not None else None)
+            self._add(result)
+            return result
+
+    def _run_check(self, item: CheckItem, root: CacheRoot) -> CheckResult:
         s = self.settings
         self._leases, self._cold_device = [], None
-        root = CacheRoot.create(item.nodeid, s.root)
         timings: Dict[str, Optional[float]] = {}
         recs: Dict[str, Dict[str, Any]] = {}
         snaps: Dict[str, fs.Snapshot] = {}
@@ -185,8 +213,15 @@ class CompileCacheSession:
             shutil.rmtree(root.path, ignore_errors=True)
         else:
             result.cache_root = str(root.path)
-        self.results.append(result)
+        self._add(result)
         return result
+
+    def _add(self, result: CheckResult) -> None:
+        """Keep a check's result; an xdist worker also hands it to the controller at
+        once (a worker that dies later, or an interrupted session, loses nothing)."""
+        self.results.append(result)
+        if getattr(self.config, "workerinput", None) is not None:
+            publish("result", result.to_json())
 
     # -- manifests, baseline, repeat ---------------------------------------------------
     @functools.cached_property
@@ -289,7 +324,8 @@ class CompileCacheSession:
                 "device": self.settings.device, "seed": 0,
                 "tolerance": self.settings.warm_tolerance,
                 "eager_tolerance": self.settings.eager_tolerance,
-                "cold_outputs": str(root.phases / "cold-outputs.pt")}
+                "cold_outputs": str(root.phases / "cold-outputs.pt"),
+                "launcher_pid": os.getpid()}
         job, spec["job_id_source"] = resolve_job_id(self.settings.job_id, item.nodeid, os.environ)
         spec_path = root.phases / f"{phase}-spec.json"
         spec_path.write_text(json.dumps(spec))
@@ -425,26 +461,77 @@ class CompileCacheSession:
             __version__, commit=self.commit())
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._shared_pch is not None:
             shutil.rmtree(self._shared_pch, ignore_errors=True)
         if self._baseline is not None:
             self._baseline.close()
-        workeroutput = getattr(self.config, "workeroutput", None)
-        if workeroutput is not None:  # xdist worker: the controller reports
-            workeroutput["compile_cache_results"] = json.dumps(
-                [r.to_json() for r in self.results])
-            return
+        if getattr(self.config, "workerinput", None) is not None:
+            return  # an xdist worker: the controller reports
+        self._collect_published()
         if self.owned_lock_dir:
             shutil.rmtree(self.owned_lock_dir, ignore_errors=True)
         self.gone = self._gone_checks()
+        self._account_for_every_check(int(exitstatus))
         if self.settings.report:
             data = self.report_dict()
             data["baseline_gone"] = self.gone
+            data["exitstatus"] = int(exitstatus)
+            data["interrupted"] = self.interrupted
             report.write_report(self.settings.report, data, since=self.started)
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """What a crashed xdist worker leaves: a failed report (without keywords) and no
+        result; `_started` says which of those were checks."""
+        if report.failed:
+            self._failed_reports.setdefault(report.nodeid, report.longreprtext or "")
+
+    def _collect_published(self) -> None:
+        """What the xdist workers published, read once, then the directory removed."""
+        d = self.results_dir
+        if not d or not os.path.isdir(d):
+            return
+        have = {r.nodeid for r in self.results}
+        for f in sorted(Path(d).glob("*.json")):
+            try:
+                data = json.loads(f.read_text())
+                if f.name.startswith("started-"):
+                    self._started.add(data["nodeid"])
+                    continue
+                r = CheckResult.from_json(data)
+            except (OSError, ValueError, TypeError, KeyError):
+                continue
+            if r.nodeid not in have:
+                self.results.append(r)
+                have.add(r.nodeid)
+        shutil.rmtree(d, ignore_errors=True)
+
+    def _account_for_every_check(self, exitstatus: int) -> None:
+        """Checks without a result get one: `error` for one whose process died with it,
+        `not run` for those an interruption skipped; the interruption itself is noted."""
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            from pytest_compilecache import lifetime
+
+            self.interrupted = {"by": lifetime.received or "KeyboardInterrupt"}
+        have = {r.nodeid for r in self.results}
+        for nodeid, text in self._failed_reports.items():
+            if nodeid not in have and nodeid in self._started:
+                tail = "\n".join(text.strip().splitlines()[-12:])
+                self.results.append(CheckResult(
+                    nodeid=nodeid, verdict="error",
+                    error="the process running this check died without a result (an xdist "
+                          "worker crashed or was killed: out of memory?):\n" + tail))
+                have.add(nodeid)
+        if self.interrupted:
+            for nodeid in self._check_ids + sorted(self._started):
+                if nodeid not in have and nodeid not in self._deselected:
+                    self.results.append(CheckResult(
+                        nodeid=nodeid, verdict="not run",
+                        error=f"the session was interrupted ({self.interrupted['by']}) "
+                              f"before this check ran"))
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if getattr(self.config, "workeroutput", None) is not None or not self.results:
+        if getattr(self.config, "workerinput", None) is not None or not self.results:
             return
         terminalreporter.write_sep("=", "compile-cache summary")
         for line in report.summary_lines(self.results):
@@ -476,14 +563,19 @@ def lock_dir(chosen: Optional[str]) -> str:
     return os.environ[LOCK_DIR_ENV]
 
 
-class XdistHooks:
-    """Controller-side merge of the workers' results (registered only with xdist)."""
+RESULTS_DIR_ENV = "PYTEST_COMPILECACHE_RESULTS_DIR"
 
-    def __init__(self, owner: CompileCacheSession) -> None:
-        self.owner = owner
 
-    @pytest.hookimpl
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        raw = getattr(node, "workeroutput", {}).get("compile_cache_results")
-        if raw:
-            self.owner.results.extend(CheckResult.from_json(d) for d in json.loads(raw))
+def open_results_dir() -> str:
+    """A controller's private directory where its xdist workers publish each check's
+    result as it finishes (inherited through the environment, as the lock dir is)."""
+    path = tempfile.mkdtemp(prefix="pytest-compilecache-results-")
+    os.environ[RESULTS_DIR_ENV] = path
+    return path
+
+
+def publish(kind: str, data: Dict[str, Any]) -> None:
+    """An xdist worker's record for its controller: a check `started`, or its `result`."""
+    d = os.environ.get(RESULTS_DIR_ENV)
+    if d:
+        fs.write_json_atomic(Path(d) / f"{kind}-{uuid.uuid4().hex}.json", data)

@@ -1,0 +1,65 @@
+"""Process lifetimes: no phase child outlives the process that leased it, and SIGTERM
+(a CI cancel, `timeout`, Kubernetes) shuts a session down as Ctrl-C does.
+
+- Every process of a check session (controller, xdist worker) turns SIGTERM into
+  KeyboardInterrupt: the launcher then kills the phase's process group, and pytest
+  finishes the session (report written, shared dirs removed).
+- A process that dies without a word (SIGKILL, the OOM killer) is covered by Linux's
+  parent-death signal: a phase child gets SIGTERM when its launcher dies and kills its
+  own process group (compile workers, g++); an xdist worker gets SIGTERM when the
+  controller dies. Elsewhere only the SIGTERM handling applies.
+No pytest, no torch.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any, Optional
+
+_PR_SET_PDEATHSIG = 1
+received: Optional[str] = None  # the signal that interrupted this process, if any
+
+
+def parent_death_signal(sig: int = signal.SIGTERM) -> bool:
+    """Ask the kernel to send `sig` to this process when its parent dies (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig)) == 0
+    except Exception:
+        return False
+
+
+def child_preexec() -> None:
+    """preexec_fn of a phase child: it is told when its launcher dies."""
+    parent_death_signal(signal.SIGTERM)
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does."""
+
+    def handler(signum: int, frame: Any) -> None:
+        global received
+        received = signal.Signals(signum).name
+        raise KeyboardInterrupt(f"received {received}")
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave SIGTERM as it is
+        pass
+
+
+def die_with_launcher(launcher_pid: Optional[int]) -> None:
+    """In a phase child: on SIGTERM (our launcher died, or a signal to the session) kill
+    this process group, compile workers and g++ included, then ourselves. If the
+    launcher is already gone (it died before the parent-death signal was armed), now."""
+
+    def handler(signum: int, frame: Any) -> None:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, handler)
+    if launcher_pid is not None and os.getppid() != launcher_pid:
+        handler(signal.SIGTERM, None)
