@@ -16,7 +16,13 @@ from typing import Any, Dict, List, Optional, Sequence
 from pytest_compilecache import manifest as mf
 from pytest_compilecache import report
 
+# 0: same keys (or done), 1: keys differ, 2: an error (bad arguments, a file that is
+# unreadable, malformed or of a newer schema): CI can tell drift from a broken artifact
 EXIT_OK, EXIT_DIFFERENT, EXIT_USAGE = 0, 1, 2
+
+
+class CliError(Exception):
+    """One line for stderr; the command exits with EXIT_USAGE."""
 
 
 def _load(path: str) -> Dict[str, Any]:
@@ -24,11 +30,16 @@ def _load(path: str) -> Dict[str, Any]:
         with open(path) as f:
             data = json.load(f)
     except (OSError, ValueError) as e:
-        raise SystemExit(f"pytest-compilecache: cannot read {path}: {e}")
-    if mf.is_manifest(data) or (isinstance(data, dict) and data.get("schema") == report.SCHEMA):
-        return data
-    raise SystemExit(f"pytest-compilecache: {path} is neither a pytest-compilecache report "
-                     f"nor a key manifest")
+        raise CliError(f"cannot read {path}: {e}") from None
+    if mf.is_manifest(data):
+        why = mf.problem(data)
+    elif isinstance(data, dict) and data.get("schema") == report.SCHEMA:
+        why = report.problem(data)
+    else:
+        why = "neither a pytest-compilecache report nor a key manifest"
+    if why:
+        raise CliError(f"{path}: {why}")
+    return data
 
 
 def as_manifest(data: Dict[str, Any]) -> Dict[str, Any]:
@@ -183,7 +194,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     reports = [_load(path) for path in args.reports]
     if any(mf.is_manifest(r) for r in reports):
-        raise SystemExit("pytest-compilecache merge: merge takes reports, not manifests")
+        raise CliError("merge takes reports, not manifests")
     merged = merge_reports(reports)
     report.write_report(args.output, merged)
     print(f"merged {len(reports)} report(s), {len(merged['checks'])} check(s) into "
@@ -200,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", metavar="REPORT_OR_MANIFEST")
     s.set_defaults(func=cmd_show)
     d = sub.add_parser("diff", help="compare the cache keys of two reports or manifests "
-                                    "(exit 1 when they differ)")
+                                    "(exit 0: same, 1: they differ, 2: an error)")
     d.add_argument("a", metavar="A")
     d.add_argument("b", metavar="B")
     d.add_argument("--check", action="append", metavar="NODEID", help="only this check")
@@ -226,6 +237,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except CliError as e:
+        print(f"pytest-compilecache {args.command}: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
 

@@ -68,11 +68,16 @@ def commit_info(path: Path) -> Dict[str, Any]:
 def resolve(path: Path, rev: str) -> Dict[str, Any]:
     repo = _repo(path)
     try:
-        c = repo.commit(rev)
+        # a shallow clone resolves HEAD~1 to a sha whose object it lacks: gitpython
+        # fails only when the commit is read, so read it here
+        return _info(repo.commit(rev), False)
     except Exception:
+        if (Path(repo.git_dir) / "shallow").exists():
+            raise GitError(f"{rev!r} is not in this shallow clone of {repo.working_tree_dir}: "
+                           f"fetch it first (git fetch --unshallow, or --deepen=N; in GitHub "
+                           f"Actions, actions/checkout with fetch-depth: 0)") from None
         raise GitError(f"{rev!r} is not a commit in {repo.working_tree_dir} "
                        f"(a branch, tag or sha; fetch it first in a shallow clone)") from None
-    return _info(c, False)
 
 
 def commits_between(path: Path, good: str, bad: str) -> List[Dict[str, Any]]:

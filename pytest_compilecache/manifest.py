@@ -81,6 +81,19 @@ def is_manifest(data: Any) -> bool:
     return isinstance(data, dict) and data.get("schema") == SCHEMA
 
 
+def problem(data: Any) -> Optional[str]:
+    """Why `data` is not a manifest this version can read, or None."""
+    if not is_manifest(data):
+        return "not a pytest-compilecache key manifest"
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        return (f"written by a newer pytest-compilecache (manifest schema_version {version!r}, "
+                f"this one reads {SCHEMA_VERSION}): upgrade pytest-compilecache")
+    if not isinstance(data.get("checks"), dict):
+        return "'checks' is not a mapping of node ids to entries"
+    return None
+
+
 # -- comparison ------------------------------------------------------------------------
 def allowed(component: str, patterns: Sequence[str]) -> bool:
     """Shell-style `*` and `?`; brackets are literal, as in `inductor_config[*]`."""

@@ -138,6 +138,25 @@ def summarize(checks: Iterable[Dict[str, Any]]) -> Dict[str, int]:
     return {v: verdicts.count(v) for v in VERDICTS}
 
 
+def problem(data: Any) -> Optional[str]:
+    """Why `data` is not a report this version can read, or None (one line)."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        return "not a pytest-compilecache report"
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        return (f"written by a newer pytest-compilecache (report schema_version {version!r}, "
+                f"this one reads {SCHEMA_VERSION}): upgrade pytest-compilecache")
+    checks = data.get("checks")
+    if not isinstance(checks, list):
+        return "'checks' is not a list"
+    for i, c in enumerate(checks):
+        if not isinstance(c, dict) or not isinstance(c.get("nodeid"), str):
+            return f"checks[{i}] has no node id"
+        if c.get("verdict") not in VERDICTS:
+            return f"checks[{i}] ({c['nodeid']}) has no valid verdict: {c.get('verdict')!r}"
+    return None
+
+
 def build_report(results: Iterable[CheckResult], settings: Dict[str, Any],
                  plugin_version: str, commit: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     checks = [r.to_json() for r in results]

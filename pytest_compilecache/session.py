@@ -201,7 +201,7 @@ class CompileCacheSession:
                                cold_is_other_code=s.baseline_warm)
         if "cold" in recs and not s.baseline_warm:
             entry = mf.check_entry(recs["cold"].get("cache") or {}, result.verdict)
-            self._store_entry(item.nodeid, recs["cold"], entry)
+            self._store_entry(item.nodeid, recs["cold"], entry, result)
             if s.repeat:
                 self._repeat(item, entry, result, timings)
             if s.baseline:
@@ -245,13 +245,20 @@ class CompileCacheSession:
             self._commit = history.commit_info(self.config.rootpath)
         return self._commit
 
-    def _store_entry(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any]) -> None:
+    def _store_entry(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any],
+                     result: CheckResult) -> None:
         if self.store_path is None or not entry["graphs"]:
             return
         from pytest_compilecache.store import ManifestStore
 
-        self.manifest_paths.add(ManifestStore(self.store_path).merge(
-            self.commit(), mf.environment_of(cold), {nodeid: entry}))
+        store = ManifestStore(self.store_path)
+        self.manifest_paths.add(store.merge(self.commit(), mf.environment_of(cold), {nodeid: entry}))
+        for damaged in store.replaced_damaged:
+            print(f"pytest-compilecache: warning: the stored key manifest {damaged} was "
+                  f"unreadable and is recorded anew; the entries of its other checks are lost",
+                  file=sys.stderr, flush=True)
+            result.notes.append(f"the stored key manifest {damaged} was unreadable and was "
+                                f"recorded anew (its other checks' entries were lost)")
 
     def baseline(self) -> Any:
         if self._baseline is None:

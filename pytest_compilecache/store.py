@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from pytest_compilecache import manifest as mf
 from pytest_compilecache.files import write_json_atomic
@@ -24,6 +24,7 @@ LOCK_TIMEOUT_S = 600.0
 class ManifestStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self.replaced_damaged: List[str] = []  # unreadable manifests merge() started anew
 
     def _ensure(self) -> None:
         if not self.root.is_dir():
@@ -46,12 +47,20 @@ class ManifestStore:
         return self.root / "manifests" / env_id / (f"{sha}-dirty.json" if dirty else f"{sha}.json")
 
     def load(self, env_id: str, sha: str, dirty: bool = False) -> Optional[Dict[str, Any]]:
-        p = self.path(env_id, sha, dirty)
+        return self._read(self.path(env_id, sha, dirty))[0]
+
+    @staticmethod
+    def _read(p: Path) -> Tuple[Optional[Dict[str, Any]], bool]:
+        """(the manifest, or None; whether a file was there but unusable)."""
         try:
             data = json.loads(p.read_text())
+        except FileNotFoundError:
+            return None, False
         except (OSError, ValueError):
-            return None
-        return data if mf.is_manifest(data) else None
+            return None, True
+        if mf.problem(data) is not None:
+            return None, True
+        return data, False
 
     def merge(self, commit: Dict[str, Any], env: Dict[str, Any],
               checks: Dict[str, Dict[str, Any]]) -> Path:
@@ -61,7 +70,10 @@ class ManifestStore:
         dirty = bool(commit.get("dirty"))
         p = self.path(env_id, sha, dirty)
         with self.lock(f"{env_id}-{sha}"):
-            data = self.load(env_id, sha, dirty) or mf.new_manifest(commit, env)
+            data, damaged = self._read(p)
+            if damaged:  # its other checks' entries are lost: say so
+                self.replaced_damaged.append(str(p))
+            data = data or mf.new_manifest(commit, env)
             data["checks"].update(checks)
             data["commit"] = commit
             write_json_atomic(p, data, sort_keys=True)

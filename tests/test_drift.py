@@ -218,3 +218,17 @@ def test_a_wrong_baseline_is_a_usage_error_that_says_what_to_fix(repo):
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "--compile-cache-baseline=no-such-branch: 'no-such-branch' is not a commit" in proc.stderr
     assert "fetch it first in a shallow clone" in proc.stderr
+
+
+def test_a_baseline_missing_from_a_shallow_clone_is_a_usage_error(repo, tmp_path):
+    git(repo["path"], "checkout", "-q", repo["shas"][5])
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo['path']}", str(shallow)],
+                   check=True)
+    proc = run(shallow, "-m", "pytest", "-p", "no:cacheprovider", "--compile-cache-check",
+               "--compile-cache-baseline=HEAD~1")
+    err = proc.stdout + proc.stderr
+    assert proc.returncode == 4, err[-2000:]
+    assert "INTERNALERROR" not in err
+    assert "--compile-cache-baseline=HEAD~1: 'HEAD~1' is not in this shallow clone" in err
+    assert "git fetch --unshallow" in err

@@ -1,0 +1,67 @@
+"""The CLI on bad input: a distinct exit status for errors, a newer schema refused, a
+malformed report named in one line, and a damaged stored manifest said so. JSON only."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_compilecache import manifest as mf
+from pytest_compilecache.store import ManifestStore
+
+ENV = {"torch": "2.13.0", "triton": None, "cuda": None, "python": "3.11.7", "device": "cpu",
+       "device_name": None}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_compilecache", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def report(checks, version=1):
+    return {"schema": "pytest-compilecache/report", "schema_version": version,
+            "created": "2026-11-23T00:00:00.000+00:00", "checks": checks}
+
+
+def write(path: Path, data) -> str:
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("data, says", [
+    ("{not json", "cannot read"),
+    ({"hello": 1}, "neither a pytest-compilecache report nor a key manifest"),
+    (report([], version=2), "newer pytest-compilecache (report schema_version 2, this one reads 1)"),
+    (report({"a": 1}), "'checks' is not a list"),
+    (report([{"nodeid": "t.py::test_a"}]), "checks[0] (t.py::test_a) has no valid verdict: None"),
+    ({**mf.new_manifest({"sha": "abc"}, ENV), "schema_version": 7}, "manifest schema_version 7"),
+])
+def test_a_broken_artifact_exits_2_with_one_line(tmp_path: Path, data, says) -> None:
+    bad = write(tmp_path / "bad.json", data)
+    good = write(tmp_path / "good.json", report([{"nodeid": "t.py::test_a", "verdict": "pass"}]))
+    for args in (("diff", good, bad), ("show", bad), ("merge", good, bad, "-o", str(tmp_path / "m.json"))):
+        proc = cli(*args)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert says in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "m.json").exists()  # merge wrote nothing
+
+
+def test_an_unreadable_file_is_an_error_not_a_drift(tmp_path: Path) -> None:
+    good = write(tmp_path / "good.json", report([{"nodeid": "t.py::test_a", "verdict": "pass"}]))
+    proc = cli("diff", good, str(tmp_path / "missing.json"))
+    assert proc.returncode == 2 and "cannot read" in proc.stderr
+    assert cli("diff", good, good).returncode == 0
+
+
+def test_a_damaged_stored_manifest_is_recorded_anew_and_said_so(tmp_path: Path) -> None:
+    store = ManifestStore(tmp_path)
+    path = store.merge({"sha": "abc", "dirty": False}, ENV, {"t.py::test_a": {"graphs": {}}})
+    path.write_text('{"schema": "pytest-compilecache/manifest", "checks": ')  # cut short
+    again = ManifestStore(tmp_path)
+    again.merge({"sha": "abc", "dirty": False}, ENV, {"t.py::test_b": {"graphs": {}}})
+    assert again.replaced_damaged == [str(path)]
+    assert set(json.loads(path.read_text())["checks"]) == {"t.py::test_b"}
