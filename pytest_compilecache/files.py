@@ -58,6 +58,22 @@ def added(before: Snapshot, after: Snapshot) -> List[str]:
     return sorted(set(after) - set(before))
 
 
+def damaged(built: Snapshot, now: Snapshot) -> List[str]:
+    """Files the cold run wrote that are gone or changed size since (a full disk, a
+    concurrent wipe, an interrupted copy), each said with both sizes."""
+    out = []
+    for path, size in sorted(built.items()):
+        if path not in now:
+            out.append(f"{path}: missing, cold wrote {_size(size)}")
+        elif now[path] != size:
+            out.append(f"{path}: {_size(now[path])}, cold wrote {_size(size)}")
+    return out
+
+
+def _size(n: int) -> str:
+    return f"{n} bytes" if n < 1024 else f"{n / 1024:.0f} KB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MB"
+
+
 def layer_of(path: str) -> str:
     """Map a path from `snapshot` to the cache layer that wrote it."""
     parts = path.split("/")

@@ -36,7 +36,11 @@ def ratio(result: CheckResult) -> Optional[float]:
 def failure_lines(r: CheckResult) -> List[str]:
     where = ", ".join(x for x in (r.device_name or r.device, _torch(r)) if x)
     lines = [f"compile-cache check {r.verdict.upper()}: {r.nodeid}" + (f" ({where})" if where else "")]
+    other = [p for p in r.problems if not p.split(":")[0] in LAYERS]
     if r.error:
+        if other:  # the cause first (a damaged cache), then the failure it led to
+            lines += ["", *[f"  {p}" for p in other], "", "  which led to:"]
+            other = []
         lines += ["", *r.error.splitlines()]
     if r.layers:
         lines += ["", f"  {'layer':<13} {'state':<7} {'cold':<24} {'warm':<24}"]
@@ -55,7 +59,6 @@ def failure_lines(r: CheckResult) -> List[str]:
             if row.get("graph_code_diff"):
                 lines += ["", f"  graph code diff, {row['layer']} graph {row['compile_id']}:"]
                 lines += ["    " + x for x in row["graph_code_diff"]]
-    other = [p for p in r.problems if not p.split(":")[0] in LAYERS]
     if other:
         lines += ["", *[f"  {p}" for p in other]]
     out = r.outputs or {}

@@ -171,6 +171,7 @@ class CompileCacheSession:
         timings: Dict[str, Optional[float]] = {}
         recs: Dict[str, Dict[str, Any]] = {}
         snaps: Dict[str, fs.Snapshot] = {}
+        damage: List[str] = []  # cold's files changed before warm ran
         result: Optional[CheckResult] = None
         for phase in ("cold",) if s.manifest_only else PHASES:
             deploy = phase == "cold" and s.baseline_warm
@@ -187,11 +188,14 @@ class CompileCacheSession:
             rec, failure = self._run_phase(item, root, phase, timings, tree=tree)
             if failure is not None:
                 result = failure
+                if damage:  # the warm run's crash follows from the damaged cache
+                    result.verdict = "fail"
                 break
             recs[phase] = rec
+            snaps[phase] = fs.snapshot(root.watched)
             if phase == "cold":
                 item.ihook.pytest_compilecache_between_phases(item=item, cache_root=root.path)
-            snaps[phase] = fs.snapshot(root.watched)
+                damage = fs.damaged(snaps["cold"], fs.snapshot(root.watched))
         if result is None:
             if s.manifest_only:
                 result = recorded(item.nodeid, recs["cold"], timings)
@@ -206,6 +210,12 @@ class CompileCacheSession:
                 self._repeat(item, entry, result, timings)
             if s.baseline:
                 self._compare_with_baseline(item.nodeid, recs["cold"], entry, result)
+        if damage:
+            result.problems.insert(0, (
+                f"cache damaged between build and deploy: {len(damage)} file(s) the cold run "
+                f"wrote changed before the warm run read them (a full disk, a concurrent wipe, "
+                f"an interrupted copy?): " + "; ".join(damage[:5])
+                + (f" (+{len(damage) - 5} more)" if len(damage) > 5 else "")))
         result.leases = list(self._leases)
         if result.problems and result.verdict in ("pass", "recorded"):
             result.verdict = "fail"

@@ -83,6 +83,15 @@ def pytest_compilecache_between_phases(item, cache_root):
 '''
 
 
+# Zero-byte shared objects left between build and deploy (a full disk, a concurrent
+# wipe, an interrupted copy: pytorch issues 102539, 110933).
+ZERO_SO_CONFTEST = '''
+def pytest_compilecache_between_phases(item, cache_root):
+    for f in (cache_root / "inductor").rglob("*.so"):
+        f.write_bytes(b"")
+'''
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
     files = {}
@@ -90,7 +99,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
                                        ("bypass", BYPASS_CONFTEST, "MLP", "test_bypass"),
                                        ("corrupt", CORRUPT_CONFTEST, "Scaled", "test_corrupt"),
                                        ("damaged", DAMAGED_OUTPUTS_CONFTEST, "MLP", "test_damaged"),
-                                       ("noise", NOISE_CONFTEST, "MLP", "test_noise")):
+                                       ("noise", NOISE_CONFTEST, "MLP", "test_noise"),
+                                       ("zero_so", ZERO_SO_CONFTEST, "MLP", "test_zero_so")):
         files[f"{sub}/conftest.py"] = conftest
         files[f"{sub}/{name}.py"] = CASE.format(model=model, name=name)
     return run_repo(tmp_path_factory.mktemp("repo_miss"), files)
@@ -153,3 +163,12 @@ def test_an_error_in_the_plugins_output_handling_names_the_step(run: RepoRun) ->
     assert "not in the model under check" in c["error"]
     assert "Traceback" in c["error"]
     assert not c["problems"] and not c["notes"]  # no diagnosis of the model
+
+
+def test_a_cache_damaged_between_build_and_deploy_is_named(run: RepoRun) -> None:
+    c = run.check("test_zero_so")
+    assert c["verdict"] == "fail", run.out[-3000:]
+    first = c["problems"][0]
+    assert first.startswith("cache damaged between build and deploy"), c["problems"]
+    assert ".so: 0 bytes, cold wrote" in first and "KB" in first
+    assert "cache damaged between build and deploy" in run.out
