@@ -11,6 +11,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -117,11 +118,14 @@ class Baseline:
         if not files:
             return
         log = Path(tempfile.mkdtemp(prefix="compilecache-baseline-")) / "record.log"
-        self.logs.append(log)
         assert self._tree is not None  # set by self.tree()
-        record(root, [str(root / f) for f in files] + ["--rootdir", str(root)], self.store.root,
-               self.options, log, self.timeout, select=nodeids,
-               cwd=self._tree / self.rel_invocation)
+        rc = record(root, [str(root / f) for f in files] + ["--rootdir", str(root)],
+                    self.store.root, self.options, log, self.timeout, select=nodeids,
+                    cwd=self._tree / self.rel_invocation)
+        if rc == 0:  # a log worth reading is one of a recording that failed
+            shutil.rmtree(log.parent, ignore_errors=True)
+        else:
+            self.logs.append(log)
 
     def close(self) -> None:
         self._stack.close()

@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Protocol, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence
 
 from pytest_compilecache.lifetime import child_preexec
 
@@ -36,6 +36,7 @@ class LaunchResult:
     log_path: Path
     started_at: float = 0.0  # time.time() at launch and at exit, to place the child's marks
     ended_at: float = 0.0
+    peak_rss_mb: Optional[float] = None  # the child's (and its reaped children's) peak RSS
 
     def stages(self, marks: Mapping[str, float]) -> Dict[str, float]:
         """Where the process's wall time went, from the child's marks (child.py): start-up
@@ -68,7 +69,7 @@ class SubprocessLauncher:
     """`python -m pytest ...` per phase: about 3 s of `import torch` on a GPU box."""
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
-            timeout: float) -> LaunchResult:
+            timeout: Optional[float]) -> LaunchResult:
         t0, started_at = time.perf_counter(), time.time()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen([sys.executable, *argv], env=dict(env), cwd=cwd,
@@ -77,17 +78,39 @@ class SubprocessLauncher:
                                     preexec_fn=child_preexec)
             timed_out = False
             try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc)
+                peak = _wait(proc, None if timeout is None else t0 + timeout)
+                if peak is False:
+                    timed_out = True
+                    _kill_group(proc)
+                    peak = None
             except BaseException:  # KeyboardInterrupt: leave no compile workers behind
                 _kill_group(proc)
                 raise
             # grandchildren (compile workers) may outlive a child that exited normally
             _kill_group(proc, only_leftovers=True)
         return LaunchResult(proc.returncode, timed_out, time.perf_counter() - t0, log_path,
-                            started_at, time.time())
+                            started_at, time.time(), peak)
+
+
+def _wait(proc: "subprocess.Popen[bytes]", deadline: Optional[float]) -> Any:
+    """Reap the child through wait4, which gives its peak resident memory (MB; None
+    where the OS has no wait4). False: the deadline passed first, the child lives."""
+    if not hasattr(os, "wait4"):
+        try:
+            proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.perf_counter()))
+        except subprocess.TimeoutExpired:
+            return False
+        return None
+    delay = 0.005
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return round(usage.ru_maxrss / 1024, 1)  # KiB on Linux
+        if deadline is not None and time.perf_counter() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(0.1, delay * 2)
 
 
 def _kill_group(proc: "subprocess.Popen[bytes]", only_leftovers: bool = False) -> None:

@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import traceback
@@ -29,6 +30,8 @@ from pytest_compilecache.options import Settings
 from pytest_compilecache.verdict import CheckResult, error_result, judge, recorded
 
 MARKER = "compile_cache"
+# how running out of memory reads in a phase's error (Python, torch's CPU allocator, CUDA)
+_OUT_OF_MEMORY = ("MemoryError", "can't allocate memory", "OutOfMemoryError", "out of memory")
 PHASES = ("cold", "warm")
 
 
@@ -371,6 +374,9 @@ class CompileCacheSession:
             return {}, error_result(item.nodeid, phase, str(e), "", timings)
         self._leases.append({"phase": phase, **lease.to_json()})
         timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
+        timings[f"{phase}_peak_rss_mb"] = launched.peak_rss_mb
+        memory = f"peak resident memory {launched.peak_rss_mb:.0f} MB" \
+            if launched.peak_rss_mb is not None else "peak resident memory unknown"
         rec: Dict[str, Any] = {}
         if out.exists():
             rec = json.loads(out.read_text())
@@ -382,10 +388,18 @@ class CompileCacheSession:
                    f"process group (raise --compile-cache-timeout)")
             return rec, error_result(item.nodeid, phase, why, launched.tail(), timings)
         if not rec:
-            why = f"crashed or exited early (exit code {launched.returncode}) without a result"
+            code = launched.returncode
+            if code == -signal.SIGKILL:
+                why = (f"was killed with SIGKILL without a result: out of memory? (the kernel's "
+                       f"OOM killer sends SIGKILL; {memory})")
+            else:
+                why = f"crashed or exited early (exit code {code}) without a result ({memory})"
             return rec, error_result(item.nodeid, phase, why, launched.tail(), timings)
         if rec.get("error"):
-            return rec, error_result(item.nodeid, phase, "failed:\n" + rec["error"].rstrip(),
+            text = rec["error"].rstrip()
+            oom = next((m for m in _OUT_OF_MEMORY if m in text or m in launched.tail()), None)
+            why = (f"ran out of memory ({oom}; {memory}):\n" if oom else "failed:\n") + text
+            return rec, error_result(item.nodeid, phase, why,
                                      "" if rec.get("ran") else launched.tail(), timings)
         return rec, None
 

@@ -92,6 +92,38 @@ def pytest_compilecache_between_phases(item, cache_root):
 '''
 
 
+# A phase whose address space is capped (as a CI runner's memory limit would) and a
+# fixture that needs more: the phase runs out of memory.
+LOW_MEMORY_CONFTEST = '''
+import os
+import resource
+
+if os.environ.get("PYTEST_COMPILECACHE_CHILD"):  # only in the check's phase processes
+    import torch  # noqa: F401  (its address space first, then the cap)
+
+    with open("/proc/self/statm") as f:
+        vm = int(f.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (vm + (1 << 30), resource.RLIM_INFINITY))
+'''
+HUNGRY_CASE = '''
+import pytest
+import torch
+
+from models import MLP
+from pytest_compilecache import ModelCase
+
+
+@pytest.fixture
+def case():
+    return ModelCase(MLP(), example_inputs=(torch.ones(3 << 28),))  # 3 GiB
+
+
+@pytest.mark.compile_cache
+def test_hungry(case):
+    ...
+'''
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
     files = {}
@@ -103,6 +135,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
                                        ("zero_so", ZERO_SO_CONFTEST, "MLP", "test_zero_so")):
         files[f"{sub}/conftest.py"] = conftest
         files[f"{sub}/{name}.py"] = CASE.format(model=model, name=name)
+    files["low_memory/conftest.py"] = LOW_MEMORY_CONFTEST
+    files["low_memory/test_hungry.py"] = HUNGRY_CASE
     return run_repo(tmp_path_factory.mktemp("repo_miss"), files)
 
 
@@ -172,3 +206,12 @@ def test_a_cache_damaged_between_build_and_deploy_is_named(run: RepoRun) -> None
     assert first.startswith("cache damaged between build and deploy"), c["problems"]
     assert ".so: 0 bytes, cold wrote" in first and "KB" in first
     assert "cache damaged between build and deploy" in run.out
+
+
+def test_a_phase_out_of_memory_says_so_with_its_peak(run: RepoRun) -> None:
+    c = run.check("test_hungry")
+    assert c["verdict"] == "error", run.out[-3000:]
+    assert c["error"].startswith("cold phase ran out of memory (can't allocate memory; "
+                                 "peak resident memory "), c["error"][:300]
+    t = run.check("test_noise")["timings"]  # every phase's peak is in the report
+    assert t["cold_peak_rss_mb"] > 100 and t["warm_peak_rss_mb"] > 100

@@ -78,18 +78,20 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, object]:
     return {"path": path, "shas": shas}
 
 
-def run(path: Path, *args: str, cwd: Path = None) -> subprocess.CompletedProcess:
+def run(path: Path, *args: str, cwd: Path = None, tmp: Path = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    if tmp is not None:  # the session's own temp dir, to see what it leaves there
+        env["TMPDIR"] = str(tmp)
     return subprocess.run([sys.executable, *args], cwd=cwd or path, env=env,
                           capture_output=True, text=True, timeout=900)
 
 
-def check_session(path: Path, *args: str) -> Dict[str, object]:
+def check_session(path: Path, *args: str, tmp: Path = None) -> Dict[str, object]:
     report = path.parent / f"{path.name}-report.json"
     if report.exists():
         report.unlink()
     proc = run(path, "-m", "pytest", "-p", "no:cacheprovider", "--compile-cache-check",
-               f"--compile-cache-report={report}", *args)
+               f"--compile-cache-report={report}", *args, tmp=tmp)
     assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads(report.read_text())
     (c,) = [c for c in data["checks"] if c["nodeid"] == NODE]
@@ -103,11 +105,14 @@ def manifests(path: Path) -> Dict[str, dict]:
     return out
 
 
-def test_comment_only_change_has_no_drift(repo):
+def test_comment_only_change_has_no_drift(repo, tmp_path):
     path, shas = repo["path"], repo["shas"]
     git(path, "checkout", "-q", shas[1])
-    s = check_session(path, "--compile-cache-manifest-only", f"--compile-cache-baseline={shas[0]}")
+    s = check_session(path, "--compile-cache-manifest-only", f"--compile-cache-baseline={shas[0]}",
+                      tmp=tmp_path)
     assert s["ret"] == 0, s["out"][-3000:]
+    # the baseline was recorded, and its log dir removed with the session's other dirs
+    assert [p.name for p in tmp_path.iterdir()] == [], list(tmp_path.iterdir())
     assert s["check"]["verdict"] == "recorded"
     assert s["check"]["drift"]["status"] == "unchanged"
     assert s["check"]["drift"]["base_sha"] == shas[0]
