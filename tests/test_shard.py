@@ -105,7 +105,8 @@ def test_a_worker_killed_while_holding_a_slot_does_not_block_the_session(tmp_pat
     assert run.ret == 1, run.out[-3000:]
     assert "crashed" in run.out  # xdist reports the killed worker's check
     assert run.check("test_survivor")["verdict"] == "pass", run.out[-3000:]
-    assert "test_kills_its_worker" not in {c["nodeid"].split("::")[-1] for c in run.report["checks"]}
+    killed = run.check("test_kills_its_worker")  # in the report all the same, as an error
+    assert killed["verdict"] == "error" and "died without a result" in killed["error"]
 
 
 def test_shard_slices_partition_the_checks():
