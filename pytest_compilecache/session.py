@@ -95,6 +95,7 @@ class CompileCacheSession:
         self.results_dir: Optional[str] = None  # the controller's: where workers publish
         self._failed_reports: Dict[str, str] = {}
         self._started: set = set()  # checks xdist workers began (published)
+        self._collected: set = set()  # checks xdist workers collected (published)
 
     # -- collection ------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -120,6 +121,8 @@ class CompileCacheSession:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._check_ids = [i.nodeid for i in session.items if isinstance(i, CheckItem)]
         self._collected_files = {i.nodeid.split("::")[0] for i in session.items}
+        if getattr(self.config, "workerinput", None) is not None:  # the controller collects nothing
+            publish("collected", {"nodeids": self._check_ids})
 
     def pytest_deselected(self, items: List[pytest.Item]) -> None:
         self._deselected.update(i.nodeid for i in items)
@@ -529,6 +532,9 @@ class CompileCacheSession:
                 if f.name.startswith("started-"):
                     self._started.add(data["nodeid"])
                     continue
+                if f.name.startswith("collected-"):
+                    self._collected.update(data["nodeids"])
+                    continue
                 r = CheckResult.from_json(data)
             except (OSError, ValueError, TypeError, KeyError):
                 continue
@@ -554,7 +560,7 @@ class CompileCacheSession:
                           "worker crashed or was killed: out of memory?):\n" + tail))
                 have.add(nodeid)
         if self.interrupted:
-            for nodeid in self._check_ids + sorted(self._started):
+            for nodeid in self._check_ids + sorted(self._collected):
                 if nodeid not in have and nodeid not in self._deselected:
                     self.results.append(CheckResult(
                         nodeid=nodeid, verdict="not run",
@@ -606,7 +612,8 @@ def open_results_dir() -> str:
 
 
 def publish(kind: str, data: Dict[str, Any]) -> None:
-    """An xdist worker's record for its controller: a check `started`, or its `result`."""
+    """An xdist worker's record for its controller: the checks it `collected`, a check
+    `started`, or its `result`."""
     d = os.environ.get(RESULTS_DIR_ENV)
     if d:
         fs.write_json_atomic(Path(d) / f"{kind}-{uuid.uuid4().hex}.json", data)

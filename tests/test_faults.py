@@ -145,8 +145,10 @@ def test_sigterm_to_the_controller_under_xdist(tmp_path: Path) -> None:
     s.proc.send_signal(signal.SIGTERM)
     report = s.finish()
     assert report["interrupted"] == {"by": "SIGTERM"}
-    verdicts = [c["verdict"] for c in checks(report).values()]
-    assert "pass" in verdicts, (still, s.out()[-3000:])  # the finished check is kept
+    c = checks(report)
+    assert set(c) == {"test_a", "test_b"}, s.out()[-3000:]  # every selected check is there
+    verdicts = sorted(x["verdict"] for x in c.values())
+    assert verdicts == ["not run", "pass"], (still, s.out()[-3000:])  # the finished one kept
     no_leaks(s.roots)
 
 
