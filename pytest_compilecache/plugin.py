@@ -58,7 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.baseline:
         _check_baseline(config, settings.baseline)
     from pytest_compilecache.gpus import LOCK_DIR_ENV
-    from pytest_compilecache.session import CompileCacheSession, lock_dir, open_results_dir
+    from pytest_compilecache.ledger import Ledger, open_results_dir
+    from pytest_compilecache.session import CompileCacheSession, lock_dir
 
     session = CompileCacheSession(config, settings)
     if not hasattr(config, "workerinput"):  # the controller: workers inherit its dirs
@@ -74,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except OSError as e:
             raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
         session.owned_lock_dir = path if fresh else None
-        session.results_dir = open_results_dir()
+        session.ledger = Ledger(open_results_dir())
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "compilecache-session")
 

@@ -14,18 +14,19 @@ import signal
 import sys
 import tempfile
 import traceback
-import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 from pytest_compilecache import files as fs
+from pytest_compilecache import ledger
 from pytest_compilecache import manifest as mf
 from pytest_compilecache import report
 from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
                                            share_precompiled_headers)
 from pytest_compilecache.launcher import Launcher, SubprocessLauncher, pytest_child_flags
+from pytest_compilecache.ledger import Ledger
 from pytest_compilecache.options import Settings
 from pytest_compilecache.verdict import CheckResult, error_result, judge, recorded
 
@@ -92,10 +93,7 @@ class CompileCacheSession:
         self._collected_files: set = set()
         self.gone: List[str] = []
         self.interrupted: Optional[Dict[str, str]] = None
-        self.results_dir: Optional[str] = None  # the controller's: where workers publish
-        self._failed_reports: Dict[str, str] = {}
-        self._started: set = set()  # checks xdist workers began (published)
-        self._collected: set = set()  # checks xdist workers collected (published)
+        self.ledger = Ledger(None)  # the controller's gets its results dir in configure
 
     # -- collection ------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -122,7 +120,7 @@ class CompileCacheSession:
         self._check_ids = [i.nodeid for i in session.items if isinstance(i, CheckItem)]
         self._collected_files = {i.nodeid.split("::")[0] for i in session.items}
         if getattr(self.config, "workerinput", None) is not None:  # the controller collects nothing
-            publish("collected", {"nodeids": self._check_ids})
+            ledger.publish("collected", {"nodeids": self._check_ids})
 
     def pytest_deselected(self, items: List[pytest.Item]) -> None:
         self._deselected.update(i.nodeid for i in items)
@@ -153,7 +151,7 @@ class CompileCacheSession:
         here is an `error` naming the controller, never a check missing from the report."""
         root: Optional[CacheRoot] = None
         if getattr(self.config, "workerinput", None) is not None:
-            publish("started", {"nodeid": item.nodeid})
+            ledger.publish("started", {"nodeid": item.nodeid})
         try:
             root = CacheRoot.create(item.nodeid, self.settings.root)
             return self._run_check(item, root)
@@ -237,7 +235,7 @@ class CompileCacheSession:
         once (a worker that dies later, or an interrupted session, loses nothing)."""
         self.results.append(result)
         if getattr(self.config, "workerinput", None) is not None:
-            publish("result", result.to_json())
+            ledger.publish("result", result.to_json())
 
     # -- manifests, baseline, repeat ---------------------------------------------------
     @functools.cached_property
@@ -502,11 +500,16 @@ class CompileCacheSession:
             self._baseline.close()
         if getattr(self.config, "workerinput", None) is not None:
             return  # an xdist worker: the controller reports
-        self._collect_published()
+        self.ledger.collect(self.results)
         if self.owned_lock_dir:
             shutil.rmtree(self.owned_lock_dir, ignore_errors=True)
         self.gone = self._gone_checks()
-        self._account_for_every_check(int(exitstatus))
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            from pytest_compilecache import lifetime
+
+            self.interrupted = {"by": lifetime.received or "KeyboardInterrupt"}
+        self.ledger.account(self.results, self._check_ids, self._deselected,
+                            self.interrupted and self.interrupted["by"])
         if self.settings.report:
             data = self.report_dict()
             data["baseline_gone"] = self.gone
@@ -515,57 +518,8 @@ class CompileCacheSession:
             report.write_report(self.settings.report, data, since=self.started)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """What a crashed xdist worker leaves: a failed report (without keywords) and no
-        result; `_started` says which of those were checks."""
         if report.failed:
-            self._failed_reports.setdefault(report.nodeid, report.longreprtext or "")
-
-    def _collect_published(self) -> None:
-        """What the xdist workers published, read once, then the directory removed."""
-        d = self.results_dir
-        if not d or not os.path.isdir(d):
-            return
-        have = {r.nodeid for r in self.results}
-        for f in sorted(Path(d).glob("*.json")):
-            try:
-                data = json.loads(f.read_text())
-                if f.name.startswith("started-"):
-                    self._started.add(data["nodeid"])
-                    continue
-                if f.name.startswith("collected-"):
-                    self._collected.update(data["nodeids"])
-                    continue
-                r = CheckResult.from_json(data)
-            except (OSError, ValueError, TypeError, KeyError):
-                continue
-            if r.nodeid not in have:
-                self.results.append(r)
-                have.add(r.nodeid)
-        shutil.rmtree(d, ignore_errors=True)
-
-    def _account_for_every_check(self, exitstatus: int) -> None:
-        """Checks without a result get one: `error` for one whose process died with it,
-        `not run` for those an interruption skipped; the interruption itself is noted."""
-        if exitstatus == pytest.ExitCode.INTERRUPTED:
-            from pytest_compilecache import lifetime
-
-            self.interrupted = {"by": lifetime.received or "KeyboardInterrupt"}
-        have = {r.nodeid for r in self.results}
-        for nodeid, text in self._failed_reports.items():
-            if nodeid not in have and nodeid in self._started:
-                tail = "\n".join(text.strip().splitlines()[-12:])
-                self.results.append(CheckResult(
-                    nodeid=nodeid, verdict="error",
-                    error="the process running this check died without a result (an xdist "
-                          "worker crashed or was killed: out of memory?):\n" + tail))
-                have.add(nodeid)
-        if self.interrupted:
-            for nodeid in self._check_ids + sorted(self._collected):
-                if nodeid not in have and nodeid not in self._deselected:
-                    self.results.append(CheckResult(
-                        nodeid=nodeid, verdict="not run",
-                        error=f"the session was interrupted ({self.interrupted['by']}) "
-                              f"before this check ran"))
+            self.ledger.failed_report(report.nodeid, report.longreprtext or "")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if getattr(self.config, "workerinput", None) is not None or not self.results:
@@ -598,22 +552,3 @@ def lock_dir(chosen: Optional[str]) -> str:
     if not os.environ.get(LOCK_DIR_ENV):
         os.environ[LOCK_DIR_ENV] = tempfile.mkdtemp(prefix="pytest-compilecache-locks-")
     return os.environ[LOCK_DIR_ENV]
-
-
-RESULTS_DIR_ENV = "PYTEST_COMPILECACHE_RESULTS_DIR"
-
-
-def open_results_dir() -> str:
-    """A controller's private directory where its xdist workers publish each check's
-    result as it finishes (inherited through the environment, as the lock dir is)."""
-    path = tempfile.mkdtemp(prefix="pytest-compilecache-results-")
-    os.environ[RESULTS_DIR_ENV] = path
-    return path
-
-
-def publish(kind: str, data: Dict[str, Any]) -> None:
-    """An xdist worker's record for its controller: the checks it `collected`, a check
-    `started`, or its `result`."""
-    d = os.environ.get(RESULTS_DIR_ENV)
-    if d:
-        fs.write_json_atomic(Path(d) / f"{kind}-{uuid.uuid4().hex}.json", data)

@@ -1,0 +1,94 @@
+"""Every check of a session ends in its report, whatever happens to the processes.
+
+xdist workers publish, as they go, the checks they collected, each check they start
+and each result, as files in a directory private to the controller's session (its
+path travels through the environment, as the lock dir's does). At the end the
+controller reads them and gives a verdict to every check that left no result: `error`
+when the process running it died, `not run` when an interruption skipped it.
+No pytest, no torch.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Set
+
+from pytest_compilecache.files import write_json_atomic
+from pytest_compilecache.verdict import CheckResult
+
+RESULTS_DIR_ENV = "PYTEST_COMPILECACHE_RESULTS_DIR"
+
+
+def open_results_dir() -> str:
+    """The controller's directory, inherited by the xdist workers it starts."""
+    path = tempfile.mkdtemp(prefix="pytest-compilecache-results-")
+    os.environ[RESULTS_DIR_ENV] = path
+    return path
+
+
+def publish(kind: str, data: Dict[str, Any]) -> None:
+    """A worker's record: the checks it `collected`, a check `started`, or a `result`."""
+    d = os.environ.get(RESULTS_DIR_ENV)
+    if d:
+        write_json_atomic(Path(d) / f"{kind}-{uuid.uuid4().hex}.json", data)
+
+
+class Ledger:
+    """The controller's account of the session's checks."""
+
+    def __init__(self, results_dir: Optional[str]) -> None:
+        self.results_dir = results_dir
+        self.started: Set[str] = set()
+        self.collected: Set[str] = set()
+        self.failed: Dict[str, str] = {}  # node id -> longrepr of a failed test report
+
+    def failed_report(self, nodeid: str, text: str) -> None:
+        """A crashed worker leaves a failed report (xdist gives it no keywords)."""
+        self.failed.setdefault(nodeid, text)
+
+    def collect(self, results: List[CheckResult]) -> None:
+        """Add what the workers published to `results`; then remove the directory."""
+        d = self.results_dir
+        if not d or not os.path.isdir(d):
+            return
+        have = {r.nodeid for r in results}
+        for f in sorted(Path(d).glob("*.json")):
+            try:
+                data = json.loads(f.read_text())
+                if f.name.startswith("started-"):
+                    self.started.add(data["nodeid"])
+                elif f.name.startswith("collected-"):
+                    self.collected.update(data["nodeids"])
+                else:
+                    r = CheckResult.from_json(data)
+                    if r.nodeid not in have:
+                        results.append(r)
+                        have.add(r.nodeid)
+            except (OSError, ValueError, TypeError, KeyError):
+                continue
+        shutil.rmtree(d, ignore_errors=True)
+
+    def account(self, results: List[CheckResult], check_ids: Iterable[str],
+                deselected: Set[str], interrupted_by: Optional[str]) -> None:
+        """A verdict for every check without a result."""
+        have = {r.nodeid for r in results}
+        for nodeid, text in self.failed.items():
+            if nodeid not in have and nodeid in self.started:
+                tail = "\n".join(text.strip().splitlines()[-12:])
+                results.append(CheckResult(
+                    nodeid=nodeid, verdict="error",
+                    error="the process running this check died without a result (an xdist "
+                          "worker crashed or was killed: out of memory?):\n" + tail))
+                have.add(nodeid)
+        if interrupted_by is None:
+            return
+        for nodeid in list(check_ids) + sorted(self.collected):
+            if nodeid not in have and nodeid not in deselected:
+                results.append(CheckResult(
+                    nodeid=nodeid, verdict="not run",
+                    error=f"the session was interrupted ({interrupted_by}) before this check ran"))
+                have.add(nodeid)
