@@ -1,8 +1,8 @@
 """A float64 run of the eager reference, for the accuracy rule in `compare`.
 
 A ModelCase's model and inputs are cast to float64; a test body (which builds its
-own model) runs under `Float64Mode`, a TorchFunctionMode that computes every
-floating op in float64. Either can fail (an op or custom kernel without float64):
+own model) runs under `make_mode()`, a TorchFunctionMode that computes every floating
+op in float64. Either can fail (an op or custom kernel without float64):
 then the caller says which rule it fell back to. Runs in the child; no pytest.
 """
 from __future__ import annotations
@@ -49,10 +49,9 @@ def _in_place(name: str) -> bool:
 
 def make_mode() -> Any:
     """A TorchFunctionMode that runs every floating op in float64. In-place ops run as
-    called, into their target (a KV cache, running stats, an init, a parameter update),
-    promoting in their target's dtype;
-    casts to a lower float type (`.float()`, `.to(torch.float32)`) stay float64;
-    random factories are left alone, so the draws are the same as eager's."""
+    called, into their target (a KV cache, running stats, an init, a parameter update)
+    in the target's dtype; casts to a lower float type (`.float()`, `.to(torch.float32)`)
+    stay float64; random factories are left alone, so the draws are eager's."""
     import torch
 
     low = (torch.float32, torch.float16, torch.bfloat16)
@@ -71,8 +70,9 @@ def make_mode() -> Any:
                     and args[0].is_floating_point():
                 return args[0].to(torch.float64)
             if name in ("to", "type"):
-                args = tuple(torch.float64 if a in low else a for a in args)
-                if kwargs.get("dtype") in low:
+                args = tuple(torch.float64 if isinstance(a, torch.dtype) and a in low else a
+                             for a in args)
+                if isinstance(kwargs.get("dtype"), torch.dtype) and kwargs["dtype"] in low:
                     kwargs["dtype"] = torch.float64
             args = tuple(up(list(args)))
             out = kwargs.pop("out", None)
