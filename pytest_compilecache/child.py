@@ -21,7 +21,7 @@ from pytest_compilecache import float64
 from pytest_compilecache import workload as wl
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.files import write_json_atomic
-from pytest_compilecache.isolation import JOB_ID_ENV
+from pytest_compilecache.isolation import job_id_from_env
 from pytest_compilecache.probe import CacheObserver, current_job_id
 
 
@@ -43,7 +43,7 @@ class ChildPlugin:
         self.marks: Dict[str, float] = {}
         self.result["marks"] = self.marks
         # the job id this process started with; the test or model may set another in code
-        self._job_at_start = next((os.environ[k] for k in JOB_ID_ENV if os.environ.get(k)), None)
+        self._job_at_start = job_id_from_env(os.environ)
 
     def mark(self, stage: str) -> None:
         self.marks.setdefault(stage, time.time())

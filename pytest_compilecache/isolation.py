@@ -94,6 +94,11 @@ def job_id(nodeid: str) -> str:
     return "compilecache-" + hashlib.sha1(nodeid.encode()).hexdigest()[:12]
 
 
+def job_id_from_env(environ: Mapping[str, str]) -> Optional[str]:
+    """The job id torch would read from `environ` (its first set variable), or None."""
+    return next((environ[k] for k in JOB_ID_ENV if environ.get(k)), None)
+
+
 def resolve_job_id(setting: str, nodeid: str, environ: Mapping[str, str]
                    ) -> Tuple[Optional[str], str]:
     """The job id the phases get (None: they inherit the user's environment) and
@@ -103,7 +108,7 @@ def resolve_job_id(setting: str, nodeid: str, environ: Mapping[str, str]
         return job_id(nodeid), "plugin (--compile-cache-job-id=per-check)"
     if setting != "inherit":
         return setting, "--compile-cache-job-id"
-    name = next((k for k in JOB_ID_ENV if environ.get(k)), None)
+    name = next((k for k in JOB_ID_ENV if environ.get(k)), None)  # the variable, for the report
     return None, f"environment ({name})" if name else "none"
 
 

@@ -128,9 +128,11 @@ def current_job_id() -> Optional[str]:
     TORCH_COMPILE_STICKY_PGO_KEY), else the environment variable."""
     import torch
 
+    from pytest_compilecache.isolation import job_id_from_env
+
     cfg = getattr(torch.compiler, "config", None)
     value = getattr(cfg, "job_id", None) if cfg is not None else None
-    return value or os.environ.get("TORCH_COMPILE_JOB_ID") or None
+    return value or job_id_from_env(os.environ)
 
 
 def _try(fn: Callable[[], Any]) -> Any:

@@ -49,7 +49,9 @@ def test_warm_vs_cold_noise_is_symmetric() -> None:
 def test_digest_reads_bytes_without_numpy() -> None:
     t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     assert compare.digest(t) == compare.digest(t.clone())
-    assert compare.digest(t.t()) != compare.digest(t)  # layout-independent: the values differ
+    assert compare.digest(t.t()) == compare.digest(t.t().contiguous())  # values, not layout
+    assert compare.digest(t.reshape(3, 2)) != compare.digest(t.t())  # same shape, other values
+    assert compare.digest(t) != compare.digest(t.double())
     assert compare.digest(torch.tensor([True, False])) != compare.digest(torch.tensor([False, True]))
     assert len(compare.digest(torch.empty(0))) == 16
 
