@@ -26,8 +26,11 @@ SMALL_NUMEL = 1000
 # has an absolute tol/10 instead, which is the whole budget of a small gradient).
 FLOOR_REL = 1e-4
 # A float64 run that eager misses by more than this (RMS, relative) computed something
-# else (other dropout masks, an op that diverges): it is no reference for that tensor.
-USABLE_REL = 0.1
+# else (other dropout masks, an op that diverges, weights left uninitialised): it is no
+# reference for that tensor. Unrelated values miss by ~100%; TF32 noise through
+# BatchNorm backward reached 14% on resnet18's early gradients (H100, torch 2.11), so
+# the cut sits between, 3.5x above the noise measured.
+USABLE_REL = 0.5
 # PyTorch's own TF32 test precision (common_cuda.tf32_on_and_off(0.005)): with TF32 the
 # compute dtype of float32 convs/matmuls has a 10-bit mantissa.
 TF32_TOLERANCE = {"atol": 5e-3, "rtol": 5e-3}
@@ -56,16 +59,20 @@ def is_gradient(name: str) -> bool:
     return bool(_GRAD.search(name))
 
 
-def multiplier(t: Any) -> float:
-    """torch's `same`: 2x eager's error, 3x for half types and small tensors."""
+def multiplier(t: Any, gradient: bool = False) -> float:
+    """torch's `same`: 2x eager's error, 3x for half types and small tensors. Gradients
+    get 3x too: from noise alone BERT-base's worst gradient reached 2.09x (shared
+    accuracy probe) and mobilenet_v3's 1.94x (H100, TF32), while a stale or wrong
+    backward measured 13x to 5e6x."""
     import torch
 
-    if t.dtype in (torch.float16, torch.bfloat16) or t.numel() < SMALL_NUMEL:
+    if gradient or t.dtype in (torch.float16, torch.bfloat16) or t.numel() < SMALL_NUMEL:
         return 3.0
     return 2.0
 
 
-def against_float64(candidate: Any, baseline: Any, ref: Any) -> Dict[str, Any]:
+def against_float64(candidate: Any, baseline: Any, ref: Any,
+                    gradient: bool = False) -> Dict[str, Any]:
     """Is `candidate` as close to the float64 `ref` as `baseline` (same math, other
     kernels) is, up to the multiplier and floor? Both errors go in the report, so a
     user sees how close a check came."""
@@ -78,10 +85,11 @@ def against_float64(candidate: Any, baseline: Any, ref: Any) -> Dict[str, Any]:
     c_err = _rms(c - r)
     b_err = _rms(b - r)
     scale = _rms(r)
-    limit = multiplier(candidate) * b_err + FLOOR_REL * scale
+    limit = multiplier(candidate, gradient) * b_err + FLOOR_REL * scale
     ratio = c_err / b_err if b_err > 0 else (0.0 if c_err == 0 else math.inf)
     return {"rmse": _round(c_err), "reference_rmse": _round(b_err), "limit": _round(limit),
             "ratio": _round(ratio), "ok": not bad and c_err <= limit,
+            "reference_rel": _round(b_err / scale if scale else math.inf),
             "usable": b_err <= USABLE_REL * scale}
 
 
@@ -127,6 +135,7 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
     escalated: List[Dict[str, Any]] = []
     ungated: List[str] = []
     unusable: List[str] = []  # the float64 run missed eager too: no reference there
+    unusable_miss = 0.0  # the largest of eager's relative misses there
     grad_err = 0.0
     for name in sorted(set(compiled) | set(eager)):
         if name not in compiled or name not in eager:
@@ -137,18 +146,25 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
         if grad:
             grad_err = max(grad_err, float((c.double() - e.double()).norm()
                                            / e.double().norm().clamp_min(1e-30)))
+        r = (ref or {}).get(name)
+        judged = (tolerance is None and r is not None and c.is_floating_point()
+                  and c.shape == e.shape == r.shape)
+        loose = dict(TF32_TOLERANCE) if tf32 and c.dtype == torch.float32 else {}
         if tolerance is not None:
             kw: Dict[str, float] = {"atol": tolerance[0], "rtol": tolerance[1]}
-        else:
-            kw = dict(TF32_TOLERANCE) if tf32 and c.dtype == torch.float32 else {}
+        else:  # TF32's loose tolerance only where no float64 run can judge: its atol
+            kw = {} if judged else loose  # is the whole size of a small gradient
         message = _assert_close(c, e, kw)
         if message is None:
             continue
-        r = (ref or {}).get(name)
-        v = ({"name": name, **against_float64(c, e, r)} if tolerance is None and r is not None
-             and c.is_floating_point() and c.shape == e.shape == r.shape else None)
+        v = {"name": name, **against_float64(c, e, r, grad)} if judged else None
         if v is not None and not v["usable"]:
             unusable.append(name)
+            unusable_miss = max(unusable_miss, v["reference_rel"])
+            if kw != loose:
+                message = _assert_close(c, e, loose)
+                if message is None:
+                    continue
         elif v is not None:
             escalated.append(v)
             if not v["ok"]:
@@ -162,13 +178,14 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
             ungated.append(name)
             continue
         if name in unusable:
-            message += "\n(its float64 run is no reference: eager misses it by over 10% RMS)"
+            message += (f"\n(its float64 run is no reference: eager misses it by "
+                        f"{v['reference_rel']:.0%} RMS, over {USABLE_REL:.0%})")
         mismatches.append({"name": name, "message": message})
     if tolerance is not None:
         rule = f"atol={tolerance[0]},rtol={tolerance[1]}"
     elif ref is not None:
-        rule = ("assert_close defaults" + (", TF32 tolerance for float32" if tf32 else "")
-                + ", else float64 reference")
+        rule = ("assert_close defaults, else float64 reference"
+                + (" (TF32 tolerance for float32 where it is none)" if tf32 else ""))
     else:
         rule = ("assert_close defaults" + (", TF32 tolerance for float32" if tf32 else "")
                 + f" (no float64 reference: {ref_note or 'none made'})")
@@ -177,7 +194,8 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
     return {"ok": not mismatches, "compared": len(compiled), "mismatches": mismatches,
             "rule": rule,
             "float64": {"available": ref is not None, "note": ref_note, "escalated": escalated,
-                        "unusable": unusable, "worst": worst},
+                        "unusable": unusable, "unusable_miss": _round(unusable_miss),
+                        "worst": worst},
             "ungated_gradients": ungated, "gradient_rel_error": grad_err,
             "gradients_gated": tolerance is not None or ref is not None}
 

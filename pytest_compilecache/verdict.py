@@ -8,12 +8,13 @@ warm run shows no cache event at all fails.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
 from pytest_compilecache import files as fs
 from pytest_compilecache import keys
+from pytest_compilecache.compare import USABLE_REL
 
 LAYERS = ("dynamo_pgo", "aot_autograd", "fx_graph", "kernels", "autotune")
 KEYED = ("aot_autograd", "fx_graph")
@@ -51,13 +52,15 @@ class CheckResult:
     repeat: Dict[str, Any] = field(default_factory=dict)   # second cold run, relocated
     leases: List[Dict[str, Any]] = field(default_factory=list)  # device slot per phase
     job_id: Dict[str, Any] = field(default_factory=dict)  # PGO job id per phase, and its source
+    location: Dict[str, Any] = field(default_factory=dict)  # test file (rootdir-relative), line
 
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> "CheckResult":
-        d = dict(data)
+        names = {f.name for f in fields(cls)}  # a newer report's extra keys are skipped
+        d = {k: v for k, v in data.items() if k in names}
         d["layers"] = {k: LayerVerdict(**v) for k, v in (d.get("layers") or {}).items()}
         return cls(**d)
 
@@ -427,7 +430,8 @@ def _outputs(res: CheckResult, cold: Dict[str, Any], warm: Dict[str, Any],
         f64 = cmp.get("float64") or {}
         ungated = cmp.get("ungated_gradients") or []
         if ungated:
-            why = (f"their float64 run is no reference (eager misses it by over 10% RMS)"
+            why = (f"their float64 run is no reference (eager misses it by up to "
+                   f"{f64.get('unusable_miss') or 0:.0%} RMS, over the {USABLE_REL:.0%} cut)"
                    if f64.get("available") else
                    f"no float64 reference ({f64.get('note') or 'none made'})")
             _note(res, f"{phase}: {len(ungated)} gradient(s) that differ from eager are not "
