@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
@@ -26,7 +27,7 @@ from pytest_compilecache.store import ManifestStore
 
 def _entry_point_installed() -> bool:
     eps = importlib.metadata.entry_points()
-    group = eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", [])
+    group = eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", [])  # type: ignore[arg-type]
     return any(e.name == "compilecache" for e in group)
 
 
@@ -54,7 +55,7 @@ def record(tree: Path, pytest_args: Sequence[str], store: Path, options: Sequenc
         argv.append(f"--compile-cache-select={sel}")
     env = tree_env({k: v for k, v in os.environ.items() if k != CHILD_SPEC_ENV}, tree)
     launched = SubprocessLauncher().run(argv, env, str(cwd or tree), log, timeout)
-    return 124 if launched.timed_out else launched.returncode
+    return 124 if launched.timed_out else int(launched.returncode or 0)
 
 
 class Baseline:
@@ -75,6 +76,7 @@ class Baseline:
         self.logs: List[Path] = []
         self._attempted: set = set()
         self._loaded: Dict[str, Dict[str, Any]] = {}  # env id -> manifest last read
+        self.record_s = 0.0  # seconds spent recording REF in a worktree (0: read from the store)
 
     @property
     def label(self) -> str:
@@ -97,8 +99,8 @@ class Baseline:
 
         if has_all(self._loaded.get(env_id)):  # read once, not once per check
             return self._loaded[env_id]
-        found = self.store.load(env_id, sha)
-        if has_all(found):
+        found: Optional[Dict[str, Any]] = self.store.load(env_id, sha)
+        if found is not None and has_all(found):
             self._loaded[env_id] = found
             return found
         with self.store.lock(f"record-{env_id}-{sha}"):
@@ -106,7 +108,9 @@ class Baseline:
             missing = [n for n in wanted if found is None or n not in found["checks"]]
             if missing:
                 self._attempted.update(missing)
+                started = time.monotonic()
                 self._record(missing)
+                self.record_s += time.monotonic() - started
                 found = self.store.load(env_id, sha)
         if found is not None:
             self._loaded[env_id] = found
@@ -126,6 +130,12 @@ class Baseline:
             shutil.rmtree(log.parent, ignore_errors=True)
         else:
             self.logs.append(log)
+
+    def describe(self) -> Dict[str, Any]:
+        """How REF's keys were obtained, for the report (the Action's summary says it)."""
+        return {"ref": self.rev, "label": self.label, "sha": self.commit["sha"],
+                "obtained": "recorded in a worktree" if self.record_s else "read from the store",
+                "record_s": round(self.record_s, 1), "store": str(self.store.root)}
 
     def close(self) -> None:
         self._stack.close()

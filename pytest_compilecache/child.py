@@ -12,7 +12,7 @@ import os
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -36,7 +36,7 @@ class ChildPlugin:
         self.observer = CacheObserver()
         self.device: Optional[str] = None
         self._eager_pass = False
-        self._unpatch = None
+        self._unpatch: Optional[Callable[[], None]] = None
         self.result: Dict[str, Any] = {"phase": spec["phase"], "nodeid": spec["nodeid"],
                                        "error": None, "ran": False}
         # wall-clock instants of the process's stages, for the session's time breakdown

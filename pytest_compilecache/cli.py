@@ -48,7 +48,7 @@ def as_manifest(data: Dict[str, Any]) -> Dict[str, Any]:
         return data
     out = mf.new_manifest(data.get("commit") or {}, {})
     for c in data.get("checks", []):
-        cache = {"graphs": {}}
+        cache: Dict[str, Any] = {"graphs": {}}
         for row in c.get("graphs", []):
             if row.get("phase") == "cold":
                 cache["graphs"].setdefault(row["compile_id"], {}).setdefault(
@@ -61,7 +61,21 @@ def as_manifest(data: Dict[str, Any]) -> Dict[str, Any]:
 def cmd_show(args: argparse.Namespace) -> int:
     data = _load(args.file)
     if mf.is_manifest(data):
+        if args.format != "text":
+            raise CliError(f"--format {args.format} takes a report, not a manifest")
         print("\n".join(mf.manifest_lines(data)))
+        return EXIT_OK
+    if args.format == "markdown":
+        from pytest_compilecache import markdown
+
+        sys.stdout.write(markdown.render(data, artifact=args.artifact))
+        return EXIT_OK
+    if args.format in ("github", "outputs"):
+        from pytest_compilecache import gha
+
+        lines = (gha.annotation_lines(data, args.workspace) if args.format == "github" else
+                 gha.output_lines(gha.outputs(data, args.file)))
+        print("\n".join(lines))
         return EXIT_OK
     from pytest_compilecache.verdict import CheckResult
 
@@ -209,6 +223,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("show", help="print a report's tables or a manifest's keys")
     s.add_argument("file", metavar="REPORT_OR_MANIFEST")
+    s.add_argument("--format", default="text", choices=("text", "markdown", "github", "outputs"),
+                   help="text (default); markdown: a GitHub job summary; github: workflow "
+                        "commands annotating the failing checks; outputs: name=value lines "
+                        "for $GITHUB_OUTPUT")
+    s.add_argument("--artifact", help="markdown: the artifact name that holds the full report")
+    s.add_argument("--workspace", default=os.environ.get("GITHUB_WORKSPACE"),
+                   help="github: the repository root annotation paths are relative to "
+                        "(default: $GITHUB_WORKSPACE)")
     s.set_defaults(func=cmd_show)
     d = sub.add_parser("diff", help="compare the cache keys of two reports or manifests "
                                     "(exit 0: same, 1: they differ, 2: an error)")

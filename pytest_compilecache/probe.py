@@ -168,15 +168,25 @@ class CacheObserver:
         old_level = tl.level
         tl.addHandler(th)
         tl.setLevel(logging.DEBUG)
-        self._restore.append(lambda: (tl.removeHandler(th), tl.setLevel(old_level)))
+
+        def restore_trace() -> None:
+            tl.removeHandler(th)
+            tl.setLevel(old_level)
+
+        self._restore.append(restore_trace)
         al = logging.getLogger(AOT_LOGGER)
         ah = _AotDebugHandler(self.aot_debug)
         old = (al.level, al.propagate)
         al.addHandler(ah)
         al.setLevel(logging.DEBUG)
         al.propagate = False  # compute the components, print nothing
-        self._restore.append(lambda: (al.removeHandler(ah), al.setLevel(old[0]),
-                                      setattr(al, "propagate", old[1])))
+
+        def restore_aot() -> None:
+            al.removeHandler(ah)
+            al.setLevel(old[0])
+            al.propagate = old[1]
+
+        self._restore.append(restore_aot)
         self._install_triton_listener()
         self._before = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
         self._t0 = time.perf_counter()

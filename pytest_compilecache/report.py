@@ -36,7 +36,7 @@ def ratio(result: CheckResult) -> Optional[float]:
 def failure_lines(r: CheckResult) -> List[str]:
     where = ", ".join(x for x in (r.device_name or r.device, _torch(r)) if x)
     lines = [f"compile-cache check {r.verdict.upper()}: {r.nodeid}" + (f" ({where})" if where else "")]
-    other = [p for p in r.problems if not p.split(":")[0] in LAYERS]
+    other = [p for p in r.problems if p.split(":")[0] not in LAYERS]
     if r.error:
         if other:  # the cause first (a damaged cache), then the failure it led to
             lines += ["", *[f"  {p}" for p in other], "", "  which led to:"]

@@ -58,6 +58,7 @@ class CheckItem(pytest.Item):
 
     def runtest(self) -> None:
         self.result = self.check_session.run_check(self)
+        self.user_properties.extend(junit_properties(self.result))  # --junitxml shows them
         if self.result.verdict not in ("pass", "recorded"):
             raise CheckFailed(self.result)
 
@@ -68,6 +69,17 @@ class CheckItem(pytest.Item):
 
     def reportinfo(self) -> Tuple[Any, Optional[int], str]:
         return self._location_info
+
+
+def junit_properties(r: CheckResult) -> List[Tuple[str, str]]:
+    """A check's verdict, layer states and timings as JUnit testcase properties."""
+    props = [("compile_cache.verdict", r.verdict)]
+    props += [(f"compile_cache.{name}", lv.state) for name, lv in r.layers.items()]
+    props += [(f"compile_cache.{k}", f"{v:.3f}") for k, v in sorted(r.timings.items())
+              if k in ("cold_s", "warm_s", "cold_process_s", "warm_process_s") and v is not None]
+    if r.drift.get("status"):
+        props.append(("compile_cache.drift", str(r.drift["status"])))
+    return props
 
 
 class CompileCacheSession:
@@ -91,6 +103,7 @@ class CompileCacheSession:
         self._leases: List[Dict[str, Any]] = []
         self._cold_device: Optional[str] = None
         self._collected_files: set = set()
+        self._locations: Dict[str, Dict[str, Any]] = {}  # node id -> test file and def line
         self.gone: List[str] = []
         self.interrupted: Optional[Dict[str, str]] = None
         self.ledger = Ledger(None)  # the controller's gets its results dir in configure
@@ -118,6 +131,8 @@ class CompileCacheSession:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._check_ids = [i.nodeid for i in session.items if isinstance(i, CheckItem)]
+        self._locations = {i.nodeid: {"file": i.location[0], "line": (i.location[1] or 0) + 1}
+                           for i in session.items if isinstance(i, CheckItem)}
         self._collected_files = {i.nodeid.split("::")[0] for i in session.items}
         if getattr(self.config, "workerinput", None) is not None:  # the controller collects nothing
             ledger.publish("collected", {"nodeids": self._check_ids})
@@ -233,6 +248,7 @@ class CompileCacheSession:
     def _add(self, result: CheckResult) -> None:
         """Keep a check's result; an xdist worker also hands it to the controller at
         once (a worker that dies later, or an interrupted session, loses nothing)."""
+        result.location = self._locations.get(result.nodeid, {})
         self.results.append(result)
         if getattr(self.config, "workerinput", None) is not None:
             ledger.publish("result", result.to_json())
@@ -436,7 +452,7 @@ class CompileCacheSession:
             return [cold, devices[(devices.index(cold) + 1) % len(devices)]]
 
         pair = cold_and_next(self._cold_device) if other_gpu and phase == "warm" \
-            and self._cold_device in devices else None
+            and self._cold_device is not None and self._cold_device in devices else None
         with pool.lease(f"{nodeid} [{phase}]", device=pair[1] if pair else None) as lease:
             dev = lease.slot.device
             if phase == "cold":
@@ -511,12 +527,15 @@ class CompileCacheSession:
 
             self.interrupted = {"by": lifetime.received or "KeyboardInterrupt"}
         self.ledger.account(self.results, self._check_ids, self._deselected,
-                            self.interrupted and self.interrupted["by"])
+                            self.interrupted["by"] if self.interrupted else None)
         if self.settings.report:
             data = self.report_dict()
             data["baseline_gone"] = self.gone
             data["exitstatus"] = int(exitstatus)
             data["interrupted"] = self.interrupted
+            data["rootdir"] = str(self.config.rootpath)
+            if self._baseline is not None:
+                data["baseline"] = self._baseline.describe()
             report.write_report(self.settings.report, data, since=self.started)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

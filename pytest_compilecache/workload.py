@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.compare import Outputs

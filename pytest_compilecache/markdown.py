@@ -1,0 +1,181 @@
+"""A report as GitHub-flavoured Markdown: the job summary of the GitHub Action
+(`pytest-compilecache show --format markdown REPORT`).
+
+A step summary is capped at 1 MiB (larger ones are dropped whole, with an error), so
+detail is given up in a fixed order until the text fits: first the passing rows, then
+the length of each failure's details, then whole failure sections; every section is
+built closed (fences, <details>), and the text says what was left out.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from pytest_compilecache import report as rp
+from pytest_compilecache.verdict import LAYERS, CheckResult
+
+# https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-commands
+# ("Step isolation and limits"): 1 MiB per step summary; keep a margin for what the
+# Action appends around it.
+SUMMARY_LIMIT_BYTES = 1024 * 1024
+SUMMARY_BUDGET_BYTES = 900 * 1024
+_CELL = {"hit": "✅ hit", "miss": "❌ miss", "bypass": "⚠️ bypass", "n/a": "➖ n/a",
+         "off": "➖ off"}
+_VERDICT = {"pass": "✅", "fail": "❌", "error": "🔥", "recorded": "📝", "not run": "⏹️",
+            "skipped": "➖"}
+_SHORT = {"dynamo_pgo": "PGO", "aot_autograd": "AOT", "fx_graph": "FX", "kernels": "kernels",
+          "autotune": "autotune"}
+FAILURE_LINES = 200  # a failure's details before the budget shortens them further
+DRIFT_ROWS = 300
+
+
+def overall_verdict(data: Dict[str, Any]) -> str:
+    """pass | fail | error | skipped: an error outranks a failure; no check is skipped."""
+    verdicts = [c.get("verdict") for c in data.get("checks", [])]
+    if not verdicts:
+        return "skipped"
+    if any(v in ("error", "not run") for v in verdicts) or data.get("interrupted"):
+        return "error"
+    if any(v == "fail" for v in verdicts):
+        return "fail"
+    return "pass"
+
+
+def _escape(text: str) -> str:
+    """A table cell: pipes would end the cell, newlines the row."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _fence(lines: Sequence[str]) -> str:
+    body = "\n".join(lines)
+    ticks = "```"
+    while ticks in body:  # a fence longer than any run of backticks inside
+        ticks += "`"
+    return f"{ticks}text\n{body}\n{ticks}"
+
+
+def title(data: Dict[str, Any], results: Sequence[CheckResult]) -> List[str]:
+    v = overall_verdict(data)
+    first = results[0] if results else None
+    versions = (first.versions if first else {}) or {}
+    device = "-"
+    if first is not None:
+        device = first.device or "-"
+        if first.device_name and first.device_name != first.device:
+            device += f" ({first.device_name})"
+    counts = ", ".join(f"{n} {k}" for k, n in (data.get("summary") or {}).items() if n)
+    settings = data.get("settings") or {}
+    parts = [f"device {device}"]
+    parts += [f"{k} {versions[k]}" for k in ("torch", "triton") if versions.get(k)]
+    base = settings.get("baseline")
+    if base:
+        parts.append(f"baseline {base}" + (" (deploy: warm on its caches)"
+                                            if settings.get("baseline_warm") else ""))
+        how = data.get("baseline") or {}
+        if how.get("obtained"):
+            parts.append(f"baseline keys {how['obtained']}" + (
+                f" (+{how['record_s']:.0f} s)" if how.get("record_s") else ""))
+    commit = (data.get("commit") or {}).get("short")
+    if commit and commit != "unknown":
+        parts.append(f"commit {commit}")
+    lines = [f"## {_VERDICT.get(v, '')} compile-cache: {v}" + (f" ({counts})" if counts else ""),
+             "", " · ".join(parts)]
+    if results and {r.device for r in results if r.device} == {"cpu"}:
+        lines += ["", "> [!NOTE]", "> Checks ran on CPU: Inductor built C++ kernels, so the "
+                  "Triton kernel and GPU autotune layers were not exercised."]
+    if data.get("interrupted"):
+        lines += ["", f"> [!WARNING]\n> The session was interrupted "
+                      f"({data['interrupted'].get('by')}); checks it did not finish are `not run`."]
+    return lines
+
+
+def table(results: Sequence[CheckResult], passing: bool = True) -> List[str]:
+    head = "| check | verdict | " + " | ".join(_SHORT[n] for n in LAYERS) + \
+        " | cold s | warm s | warm/cold |"
+    lines = [head, "|" + "---|" * (len(LAYERS) + 5)]
+    for r in results:
+        if not passing and r.verdict in ("pass", "recorded"):
+            continue
+        cells = [(_CELL.get(r.layers[n].state, r.layers[n].state) if n in r.layers else "-")
+                 for n in LAYERS]
+        q = rp.ratio(r)
+        lines.append(f"| `{_escape(r.nodeid)}` | {_VERDICT.get(r.verdict, '')} {r.verdict} | "
+                     + " | ".join(cells) + f" | {rp._s(r.timings.get('cold_s'))} | "
+                     f"{rp._s(r.timings.get('warm_s'))} | {'-' if q is None else f'{q:.2f}'} |")
+    return lines
+
+
+def drift_table(results: Sequence[CheckResult]) -> List[str]:
+    rows = []
+    for r in results:
+        d = r.drift or {}
+        if d.get("status") in (None, "unchanged"):
+            continue
+        comps = [(g, c) for g in d.get("graphs", []) for c in g.get("components", [])]
+        if not comps:
+            rows.append(f"| `{_escape(r.nodeid)}` | {d.get('status')} | - | - | - |")
+        for g, c in comps:
+            old, new = (_escape(_cut(str(c.get(k)))) for k in ("old", "new"))
+            rows.append(f"| `{_escape(r.nodeid)}` | {d.get('status')}"
+                        f"{' (accepted)' if g.get('accepted') else ''} | `{_escape(c['component'])}` "
+                        f"| `{old}` | `{new}` |")
+    if not rows:
+        return []
+    if len(rows) > DRIFT_ROWS:
+        rows = rows[:DRIFT_ROWS] + [f"| … {len(rows) - DRIFT_ROWS} more row(s) in the JSON "
+                                    f"report | | | | |"]
+    base = next((r.drift.get("base") for r in results if r.drift), None)
+    return [f"### Cache keys against the baseline {base or ''}".rstrip(), "",
+            "| check | status | component | baseline | here |", "|---|---|---|---|---|", *rows]
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    text = text.replace("`", "'")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def failure_section(r: CheckResult, data: Dict[str, Any], max_lines: int = FAILURE_LINES) -> str:
+    lines = rp.failure_lines(r)
+    settings = data.get("settings") or {}
+    if settings.get("baseline_warm"):
+        lines.append(f"  deploy scenario: the warm run used caches built at "
+                     f"{settings.get('baseline')}")
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"… {len(lines) - max_lines} more line(s) in the JSON report"]
+    return (f"<details><summary>{_VERDICT.get(r.verdict, '')} <code>{r.nodeid}</code>: "
+            f"{r.verdict}</summary>\n\n{_fence(lines)}\n\n</details>")
+
+
+def render(data: Dict[str, Any], budget: int = SUMMARY_BUDGET_BYTES,
+           artifact: Optional[str] = None) -> str:
+    """The whole summary, at most `budget` bytes of UTF-8."""
+    results = [CheckResult.from_json(c) for c in data.get("checks", [])]
+    failing = [r for r in results if r.verdict not in ("pass", "recorded")]
+    where = f"the artifact {artifact}" if artifact else "the JSON report"
+    head = title(data, results)
+    drift = drift_table(results)
+    # (rows of passing checks?, lines per failure, failures shown), most detail first
+    plans = [(True, FAILURE_LINES, len(failing)), (False, FAILURE_LINES, len(failing)),
+             (False, 40, len(failing)), (False, 10, len(failing))]
+    plans += [(False, 10, n) for n in (50, 10, 1, 0)]
+    text = ""
+    for passing, max_lines, shown in plans:
+        parts = ["\n".join(head), "\n".join(table(results, passing))]
+        dropped = []
+        if not passing and len(results) > len(failing):
+            dropped.append(f"{len(results) - len(failing)} passing row(s)")
+        if drift:
+            parts.append("\n".join(drift))
+        if failing:
+            parts.append("### Failing checks\n\n" + "\n\n".join(
+                failure_section(r, data, max_lines) for r in failing[:shown]))
+        if max_lines < FAILURE_LINES:
+            dropped.append(f"failure details beyond {max_lines} lines each")
+        if shown < len(failing):
+            dropped.append(f"{len(failing) - shown} failing check section(s)")
+        if dropped:
+            parts.append(f"_Left out to stay under GitHub's {SUMMARY_LIMIT_BYTES // 1024} KiB "
+                         f"summary limit: {'; '.join(dropped)}; see {where}._")
+        text = "\n\n".join(parts) + "\n"
+        if len(text.encode()) <= budget:
+            return text
+    return text.encode()[:budget].decode(errors="ignore")  # header alone is over: cut (rare)
