@@ -19,6 +19,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from pytest_compilecache import gha, markdown
 
 FAIL_ON = ("fail", "drift", "never")
+SESSION_OK = (0, 1, 5)  # pytest: all passed, some failed, none collected
+PYTEST_EXIT = {2: "interrupted, or an error during collection", 3: "an internal error",
+               4: "a usage error"}
 DEVICES = ("auto", "cpu", "cuda")
 JOBS_PER_GPU = 2  # measured on 2 H200s: 2 per GPU ran 8 models in 127 s, 1 in 213 s
 
@@ -225,24 +228,33 @@ def conclude_report(report: str, rc: int, artifact: str) -> Tuple[Dict[str, str]
         data, why = None, f"none readable at {report}: {e.__class__.__name__}"
     if data is None or why:
         if rc == 5:  # pytest: no tests collected
-            return dict(gha.outputs({"checks": []}, ""), verdict="skipped"), (
+            return dict(gha.outputs({"checks": []}, ""), verdict="skipped", **{"session-ok": "true"}), (
                 "## ➖ compile-cache: skipped\n\nNo test was selected (pytest exit 5): check "
                 "the input pytest-args and the compile_cache marker.\n"), []
         msg = (f"pytest exited {rc} without a usable report ({why}): the session failed "
                f"before any verdict (a collection or usage error?); see this step's log")
-        return dict(gha.outputs({"checks": []}, ""), verdict="error"), \
+        return dict(gha.outputs({"checks": []}, ""), verdict="error", **{"session-ok": "false"}), \
             f"## 🔥 compile-cache: error\n\n{msg}\n", [gha.command("error", msg,
                                                                     title="compile-cache: error")]
+    values = gha.outputs(data, report)
+    text = markdown.render(data, artifact=artifact or None)
     notes = gha.annotation_lines(data, os.environ.get("GITHUB_WORKSPACE"))
-    return gha.outputs(data, report), markdown.render(data, artifact=artifact or None), notes
+    if rc not in SESSION_OK:  # a collection, usage or internal error: no verdict to trust
+        msg = (f"pytest exited {rc} ({PYTEST_EXIT.get(rc, 'an unexpected exit code')}): the "
+               f"checks' verdicts are incomplete; see this step's log")
+        values["verdict"] = "error"
+        notes.insert(0, gha.command("error", msg, title="compile-cache: error"))
+        text = f"> [!CAUTION]\n> {msg}\n\n" + text
+    values["session-ok"] = "true" if rc in SESSION_OK else "false"
+    return values, text, notes
 
 
 # -- conclude ----------------------------------------------------------------------------
-def exit_status(verdict: str, drifted: int, fail_on: str, has_report: bool) -> int:
+def exit_status(verdict: str, drifted: int, fail_on: str, session_ok: bool) -> int:
     """fail: a failing or erroring check fails the job; drift: so does key drift against
-    the baseline; never: report only. No report at all (the session broke before any
-    verdict) is always an error."""
-    if not has_report and verdict != "skipped":
+    the baseline; never: report only. A session that broke (no report, a collection or
+    usage error) is always an error, whatever fail-on says."""
+    if not session_ok:
         return 2
     if fail_on == "never":
         return 0
@@ -254,7 +266,8 @@ def exit_status(verdict: str, drifted: int, fail_on: str, has_report: bool) -> i
 def conclude() -> int:
     verdict = _env("verdict", "error")
     fail_on = _choice("fail-on", "fail", FAIL_ON)
-    code = exit_status(verdict, int(_env("drifted", "0") or 0), fail_on, bool(_env("report")))
+    code = exit_status(verdict, int(_env("drifted", "0") or 0), fail_on,
+                       _env("session-ok") == "true")
     if code:
         print(gha.command("error", f"compile-cache verdict: {verdict} (fail-on: {fail_on}); "
                                    f"see the job summary", title="compile-cache"))

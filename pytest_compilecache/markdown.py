@@ -68,12 +68,11 @@ def title(data: Dict[str, Any], results: Sequence[CheckResult]) -> List[str]:
     parts += [f"{k} {versions[k]}" for k in ("torch", "triton") if versions.get(k)]
     base = settings.get("baseline")
     if base:
-        parts.append(f"baseline {base}" + (" (deploy: warm on its caches)"
-                                            if settings.get("baseline_warm") else ""))
         how = data.get("baseline") or {}
-        if how.get("obtained"):
-            parts.append(f"baseline keys {how['obtained']}" + (
-                f" (+{how['record_s']:.0f} s)" if how.get("record_s") else ""))
+        parts.append(f"baseline {how.get('label') or base}" + (
+            ", deploy: warm on its caches" if settings.get("baseline_warm") else "") + (
+            f", keys {how['obtained']}" if how.get("obtained") else "") + (
+            f" (+{how['record_s']:.0f} s)" if how.get("record_s") else ""))
     commit = (data.get("commit") or {}).get("short")
     if commit and commit != "unknown":
         parts.append(f"commit {commit}")
@@ -112,20 +111,24 @@ def drift_table(results: Sequence[CheckResult]) -> List[str]:
             continue
         comps = [(g, c) for g in d.get("graphs", []) for c in g.get("components", [])]
         if not comps:
-            rows.append(f"| `{_escape(r.nodeid)}` | {d.get('status')} | - | - | - |")
+            rows.append(f"| `{_escape(r.nodeid)}` | {d.get('status')} | - | - | - | - |")
         for g, c in comps:
-            old, new = (_escape(_cut(str(c.get(k)))) for k in ("old", "new"))
+            if c["component"] == "gm":
+                old = new = "graph code (diff in the check's section)"
+            else:
+                old, new = (f"`{_escape(_cut(str(c.get(k))))}`" for k in ("old", "new"))
             rows.append(f"| `{_escape(r.nodeid)}` | {d.get('status')}"
-                        f"{' (accepted)' if g.get('accepted') else ''} | `{_escape(c['component'])}` "
-                        f"| `{old}` | `{new}` |")
+                        f"{' (accepted)' if g.get('accepted') else ''} | {g.get('graph')} | "
+                        f"`{_escape(c['component'])}` | {old} | {new} |")
     if not rows:
         return []
     if len(rows) > DRIFT_ROWS:
         rows = rows[:DRIFT_ROWS] + [f"| … {len(rows) - DRIFT_ROWS} more row(s) in the JSON "
-                                    f"report | | | | |"]
+                                    f"report | | | | | |"]
     base = next((r.drift.get("base") for r in results if r.drift), None)
     return [f"### Cache keys against the baseline {base or ''}".rstrip(), "",
-            "| check | status | component | baseline | here |", "|---|---|---|---|---|", *rows]
+            "| check | status | graph | component | baseline | here |", "|---|---|---|---|---|---|",
+            *rows]
 
 
 def _cut(text: str, limit: int = 80) -> str:

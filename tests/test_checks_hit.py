@@ -76,8 +76,9 @@ def test_body(compile_cache):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
-    return run_repo(tmp_path_factory.mktemp("repo_hit"), {"test_models.py": TESTS,
-                                                          "sitecustomize.py": NO_NUMPY})
+    path = tmp_path_factory.mktemp("repo_hit")
+    return run_repo(path, {"test_models.py": TESTS, "sitecustomize.py": NO_NUMPY},
+                    f"--junitxml={path / 'junit.xml'}")
 
 
 def _layers(check):
@@ -174,3 +175,28 @@ def test_cache_roots_are_private_and_kept_only_on_failure(run: RepoRun) -> None:
     assert (kept / "inductor" / "fxgraph").is_dir()
     assert stat.S_IMODE(os.stat(kept).st_mode) == 0o700
     assert f"cache root kept: {kept}" in run.out
+
+
+def test_junit_properties_and_annotation_at_the_test(run: RepoRun) -> None:
+    import xml.etree.ElementTree as ET
+
+    from pytest_compilecache import gha
+
+    root = Path(run.report["rootdir"])
+    cases = {tc.get("name"): {p.get("name"): p.get("value") for p in tc.iter("property")}
+             for tc in ET.parse(root / "junit.xml").getroot().iter("testcase")}
+    props = cases["test_forward_without_backward"]
+    assert props["compile_cache.verdict"] == "fail"
+    assert props["compile_cache.aot_autograd"] == "miss" and props["compile_cache.fx_graph"] == "hit"
+    assert float(props["compile_cache.warm_s"]) > 0
+    assert cases["test_inference"]["compile_cache.verdict"] == "pass"
+    # the annotation points at the test's definition, relative to the repository root
+    line = TESTS.splitlines().index("def test_forward_without_backward(mlp_forward_with_grad):")
+    c = run.check("test_forward_without_backward")
+    assert c["location"]["file"] == "test_models.py" and c["location"]["line"] in (line, line + 1)
+    errors = [a for a in gha.annotation_lines(run.report, str(root.parent))
+              if a.startswith("::error")]
+    assert errors == [errors[0]] and errors[0].startswith(
+        f"::error file={root.name}/test_models.py,line={c['location']['line']},"
+        f"title=compile-cache%3A aot_autograd miss::test_models.py::test_forward_without_backward%0A"
+        f"aot_autograd: graph 0/0: never saved")
