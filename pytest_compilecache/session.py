@@ -28,12 +28,13 @@ from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
 from pytest_compilecache.launcher import Launcher, SubprocessLauncher, pytest_child_flags
 from pytest_compilecache.ledger import Ledger
 from pytest_compilecache.options import Settings
-from pytest_compilecache.verdict import CheckResult, error_result, judge, recorded
+from pytest_compilecache import scenarios
+from pytest_compilecache.scenarios import Scenario
+from pytest_compilecache.verdict import CheckResult, error_result
 
 MARKER = "compile_cache"
 # how running out of memory reads in a phase's error (Python, torch's CPU allocator, CUDA)
 _OUT_OF_MEMORY = ("MemoryError", "can't allocate memory", "OutOfMemoryError", "out of memory")
-PHASES = ("cold", "warm")
 
 
 class CheckFailed(Exception):
@@ -112,7 +113,8 @@ class CompileCacheSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: List[pytest.Item]) -> None:
         for i, item in enumerate(items):
-            if isinstance(item, pytest.Function) and item.get_closest_marker(MARKER):
+            if isinstance(item, pytest.Function) and item.get_closest_marker(MARKER) \
+                    and item.parent is not None:
                 items[i] = CheckItem.from_parent(item.parent, name=item.name, original=item,
                                                  check_session=self)
         if self.settings.shard:
@@ -186,16 +188,17 @@ class CompileCacheSession:
 
     def _run_check(self, item: CheckItem, root: CacheRoot) -> CheckResult:
         s = self.settings
+        scenario = self.scenario
         self._leases, self._cold_device = [], None
         timings: Dict[str, Optional[float]] = {}
         recs: Dict[str, Dict[str, Any]] = {}
         snaps: Dict[str, fs.Snapshot] = {}
-        damage: List[str] = []  # cold's files changed before warm ran
+        damage: List[str] = []  # the first phase's files changed before the next ran
         result: Optional[CheckResult] = None
-        for phase in ("cold",) if s.manifest_only else PHASES:
-            deploy = phase == "cold" and s.baseline_warm
+        for i, plan in enumerate(scenario.phases):
+            phase = plan.name
             try:
-                tree = self.baseline().tree() if deploy else None
+                tree = self.baseline().tree() if plan.at_baseline else None
             except Exception as e:  # git problems: this check errors, the session goes on
                 result = error_result(item.nodeid, phase, f"could not check out the baseline: {e}",
                                       "", timings)
@@ -212,17 +215,12 @@ class CompileCacheSession:
                 break
             recs[phase] = rec
             snaps[phase] = fs.snapshot(root.watched)
-            if phase == "cold":
+            if i == 0:  # what the first phase built, before anything reads it
                 item.ihook.pytest_compilecache_between_phases(item=item, cache_root=root.path)
-                damage = fs.damaged(snaps["cold"], fs.snapshot(root.watched))
+                damage = fs.damaged(snaps[phase], fs.snapshot(root.watched))
         if result is None:
-            if s.manifest_only:
-                result = recorded(item.nodeid, recs["cold"], timings)
-            else:
-                result = judge(item.nodeid, recs["cold"], recs["warm"], snaps["cold"],
-                               fs.added(snaps["cold"], snaps["warm"]), timings, root.triton,
-                               cold_is_other_code=s.baseline_warm)
-        if "cold" in recs and not s.baseline_warm:
+            result = scenario.judge(item.nodeid, recs, snaps, timings, root.triton)
+        if "cold" in recs and scenario.records_keys:
             entry = mf.check_entry(recs["cold"].get("cache") or {}, result.verdict)
             self._store_entry(item.nodeid, recs["cold"], entry, result)
             if s.repeat:
@@ -244,6 +242,10 @@ class CompileCacheSession:
             result.cache_root = str(root.path)
         self._add(result)
         return result
+
+    @functools.cached_property
+    def scenario(self) -> Scenario:
+        return scenarios.for_settings(self.settings)
 
     def _add(self, result: CheckResult) -> None:
         """Keep a check's result; an xdist worker also hands it to the controller at
