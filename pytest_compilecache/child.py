@@ -223,10 +223,27 @@ def _exit_now(status: int) -> None:
 
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+    _skip_worker_pool_join()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(status)
+
+
+def _skip_worker_pool_join() -> None:
+    """torch joins its compile-worker pool at exit. A warm phase compiles nothing, so the
+    pool it started (one worker per core, each importing torch) is often still starting
+    when the phase is done, and the join waited 5-9 s after warm inference phases on an
+    H100 (about 1 s after cold ones). The workers hold nothing to save (results come back
+    to this process, which writes the caches); the launcher kills the process group next.
+    Only this handler is skipped: the others may write cache state."""
+    import atexit
+    import sys
+
+    mod = sys.modules.get("torch._inductor.async_compile")
+    handler = getattr(mod, "shutdown_compile_workers", None)
+    if handler is not None:
+        atexit.unregister(handler)
 
 
 class BodyHooks:
