@@ -89,6 +89,61 @@ class ChildPlugin:
         if drop:
             config.hook.pytest_deselected(items=drop)
 
+    # -- the warm-start artifact of a path other than the local restart ----------------
+    def save_artifact(self) -> None:
+        """mega, cold: the portable cache of what this process compiled."""
+        if self.spec.get("artifact") != "save":
+            return
+        import torch
+
+        info: Dict[str, Any] = {}
+        save = getattr(torch.compiler, "save_cache_artifacts", None)
+        if save is None:
+            info["error"] = (f"torch {torch.__version__} has no "
+                             f"torch.compiler.save_cache_artifacts (torch 2.7+)")
+        else:
+            try:
+                saved = save()
+            except Exception:
+                saved, info["error"] = None, ("torch.compiler.save_cache_artifacts() failed:\n"
+                                              + traceback.format_exc(limit=4))
+            if saved is None:
+                info.setdefault("error", "torch.compiler.save_cache_artifacts() returned "
+                                         "nothing: no cache artifact was recorded")
+            else:
+                data, cache_info = saved
+                with self.step("writing the mega-cache artifact"):
+                    Path(self.spec["artifact_path"]).write_bytes(data)
+                info.update(bytes=len(data), counts=_artifact_counts(cache_info))
+        self.result["artifact"] = info
+
+    def load_artifact(self) -> None:
+        """mega, warm: load the cold process's bytes into this empty cache root, then
+        list what is in place, so that what the run builds after it can be told apart."""
+        if self.spec.get("artifact") != "load":
+            return
+        import torch
+
+        from pytest_compilecache import files as fs
+
+        info: Dict[str, Any] = {}
+        path = Path(self.spec["artifact_path"])
+        load = getattr(torch.compiler, "load_cache_artifacts", None)
+        if load is None:
+            info["error"] = (f"torch {torch.__version__} has no "
+                             f"torch.compiler.load_cache_artifacts (torch 2.7+)")
+        elif not path.exists():
+            info["error"] = "the cold process saved no mega-cache artifact"
+        else:
+            try:
+                info["counts"] = _artifact_counts(load(path.read_bytes()))
+            except Exception:
+                info["error"] = ("torch.compiler.load_cache_artifacts failed on the cold "
+                                 "process's artifact:\n" + traceback.format_exc(limit=4))
+        with self.step("listing the cache files after the mega-cache load"):
+            info["files"] = fs.snapshot({k: Path(v) for k, v in self.spec["watched"].items()})
+        self.result["artifact"] = info
+
     # -- the check -----------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Optional[bool]:
@@ -106,6 +161,7 @@ class ChildPlugin:
             prefix = f"case{i}." if len(cases) > 1 else ""
             model, inputs, ckw = wl.prepare_case(case, self.device or "cpu")
             prepared.append((prefix, case, model, inputs, ckw, wl.snapshot_state(model)))
+        self.load_artifact()
         self.observer.start()  # imports torch._dynamo: part of setup, not of the workload
         self.mark("workload_start")
         try:
@@ -119,6 +175,7 @@ class ChildPlugin:
             self.mark("workload_end")
             self.observer.stop()
         self.result["ran"] = True
+        self.save_artifact()
         eager_note = ref_note = None
         ref: Optional[wl.Outputs] = None
         try:
@@ -213,6 +270,12 @@ class ChildPlugin:
             _exit_now(int(exitstatus))
 
 
+def _artifact_counts(cache_info: Any) -> Dict[str, int]:
+    """Artifacts per kind in a torch CacheInfo (e.g. inductor_artifacts: 3)."""
+    artifacts = getattr(cache_info, "artifacts", None) or {}
+    return {str(k): len(v) for k, v in artifacts.items()}
+
+
 def _exit_now(status: int) -> None:
     """The result is written: skip pytest's summary and the interpreter's teardown of
     torch's modules (2-3 s a phase on CPU), but run the atexit handlers, which is where
@@ -265,6 +328,7 @@ class BodyHooks:
             raise RuntimeError(o.result["error"])
         o.recorder.reset()
         o.recorder.active = True
+        o.load_artifact()
         o.observer.start()
         o.mark("workload_start")
         try:
@@ -277,6 +341,7 @@ class BodyHooks:
             o.observer.stop()
             o.recorder.active = False
         o.result["ran"] = True
+        o.save_artifact()
         compiled = dict(o.recorder.outputs)
         o._eager_pass = True
         note = ref_note = None

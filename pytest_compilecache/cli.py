@@ -48,6 +48,8 @@ def as_manifest(data: Dict[str, Any]) -> Dict[str, Any]:
         return data
     out = mf.new_manifest(data.get("commit") or {}, {})
     for c in data.get("checks", []):
+        if c.get("via", "local") != "local":  # keys are the local path's cold run's
+            continue
         cache: Dict[str, Any] = {"graphs": {}}
         for row in c.get("graphs", []):
             if row.get("phase") == "cold":

@@ -90,7 +90,7 @@ def annotation_lines(data: Dict[str, Any], workspace: Optional[str] = None) -> L
     out = []
     for r in failing[:ANNOTATIONS_PER_STEP]:
         path, line = repo_path(r, rootdir, workspace)
-        out.append(command("error", "\n".join([r.nodeid, *why(r)]), file=path, line=line,
+        out.append(command("error", "\n".join([r.label, *why(r)]), file=path, line=line,
                            title=headline(r)))
     if len(failing) > ANNOTATIONS_PER_STEP:
         out.append(command("notice", f"{len(failing) - ANNOTATIONS_PER_STEP} more failing "

@@ -55,7 +55,7 @@ class Ledger:
         d = self.results_dir
         if not d or not os.path.isdir(d):
             return
-        have = {r.nodeid for r in results}
+        have = {(r.nodeid, r.via) for r in results}  # a check has a result per path
         for f in sorted(Path(d).glob("*.json")):
             try:
                 data = json.loads(f.read_text())
@@ -65,9 +65,9 @@ class Ledger:
                     self.collected.update(data["nodeids"])
                 else:
                     r = CheckResult.from_json(data)
-                    if r.nodeid not in have:
+                    if (r.nodeid, r.via) not in have:
                         results.append(r)
-                        have.add(r.nodeid)
+                        have.add((r.nodeid, r.via))
             except (OSError, ValueError, TypeError, KeyError):
                 continue
         shutil.rmtree(d, ignore_errors=True)

@@ -97,7 +97,7 @@ def table(results: Sequence[CheckResult], passing: bool = True) -> List[str]:
         cells = [(_CELL.get(r.layers[n].state, r.layers[n].state) if n in r.layers else "-")
                  for n in LAYERS]
         q = rp.ratio(r)
-        lines.append(f"| `{_escape(r.nodeid)}` | {_VERDICT.get(r.verdict, '')} {r.verdict} | "
+        lines.append(f"| `{_escape(r.label)}` | {_VERDICT.get(r.verdict, '')} {r.verdict} | "
                      + " | ".join(cells) + f" | {rp._s(r.timings.get('cold_s'))} | "
                      f"{rp._s(r.timings.get('warm_s'))} | {'-' if q is None else f'{q:.2f}'} |")
     return lines
@@ -144,7 +144,7 @@ def failure_section(r: CheckResult, data: Dict[str, Any], max_lines: int = FAILU
                      f"{settings.get('baseline')}")
     if len(lines) > max_lines:
         lines = lines[:max_lines] + [f"… {len(lines) - max_lines} more line(s) in the JSON report"]
-    return (f"<details><summary>{_VERDICT.get(r.verdict, '')} <code>{r.nodeid}</code>: "
+    return (f"<details><summary>{_VERDICT.get(r.verdict, '')} <code>{r.label}</code>: "
             f"{r.verdict}</summary>\n\n{_fence(lines)}\n\n</details>")
 
 

@@ -104,6 +104,19 @@ def parse_job_id(value: str) -> str:
     return v
 
 
+VIAS = ("local", "mega")  # scenarios.REGISTRY's warm-start paths (kept in sync by a test)
+
+
+def parse_via(value: str) -> Tuple[str, ...]:
+    """Comma-separated warm-start paths, each checked for every check."""
+    names = tuple(dict.fromkeys(p.strip().lower() for p in value.split(",") if p.strip()))
+    bad = [n for n in names if n not in VIAS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: the warm-start paths are {', '.join(VIAS)} (comma-separated)")
+    return names
+
+
 # name, ini type, default, parser, help
 _VALUED = (
     ("report", "string", None, str,
@@ -122,6 +135,10 @@ _VALUED = (
      "the PGO job id the phases run with: inherit (default: the user's "
      "TORCH_COMPILE_JOB_ID or none, as production starts), per-check (one the plugin "
      "makes per check), or VALUE for a deployment that sets one which CI does not"),
+    ("via", "string", "local", parse_via,
+     "the warm-start paths checked, each with a verdict of its own: local (restart over the "
+     "same cache dirs), mega (torch.compiler.save_cache_artifacts carried to an empty cache "
+     "root and loaded there, torch 2.7+); comma-separated"),
     ("threads", "string", None, parse_threads,
      "CPU thread count fixed for both phases (OMP_NUM_THREADS; part of the cache key on "
      "torch 2.13); default: OMP_NUM_THREADS or the core count"),
@@ -157,7 +174,7 @@ _VALUED = (
      "(internal) JSON file listing the node ids a recording session runs"),
 )
 # what --help shows after "=" where the option's last word would not say it
-_METAVARS = {"jobs-per-gpu": "K", "job-id": "inherit|per-check|VALUE", "baseline": "REF",
+_METAVARS = {"jobs-per-gpu": "K", "via": "PATHS", "job-id": "inherit|per-check|VALUE", "baseline": "REF",
              "allow-drift": "PATTERNS",
              "shard": "I/N", "shard-times": "REPORT", "select": "FILE",
              "warm-tolerance": "ATOL,RTOL", "eager-tolerance": "ATOL,RTOL"}
@@ -222,6 +239,7 @@ class Settings:
     shard: Optional[Tuple[int, int]] = None
     shard_times: Optional[str] = None
     warm_on_other_gpu: bool = False
+    via: Tuple[str, ...] = ("local",)
 
     @classmethod
     def from_config(cls, config: Any) -> "Settings":
@@ -248,6 +266,11 @@ class Settings:
                              "(the revision whose caches the warm run starts from)")
         if values["baseline_warm"] and values["manifest_only"]:
             raise ValueError("--compile-cache-baseline-warm needs a warm run; drop "
+                             "--compile-cache-manifest-only")
+        if values.get("via", ("local",)) != ("local",) and (values["baseline_warm"]
+                                                            or values["manifest_only"]):
+            raise ValueError("--compile-cache-via checks warm starts of this commit; it goes "
+                             "with neither --compile-cache-baseline-warm nor "
                              "--compile-cache-manifest-only")
         return cls(check=bool(config.getoption("compile_cache_check")), **values)
 

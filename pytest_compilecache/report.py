@@ -35,7 +35,7 @@ def ratio(result: CheckResult) -> Optional[float]:
 
 def failure_lines(r: CheckResult) -> List[str]:
     where = ", ".join(x for x in (r.device_name or r.device, _torch(r)) if x)
-    lines = [f"compile-cache check {r.verdict.upper()}: {r.nodeid}" + (f" ({where})" if where else "")]
+    lines = [f"compile-cache check {r.verdict.upper()}: {r.label}" + (f" ({where})" if where else "")]
     other = [p for p in r.problems if p.split(":")[0] not in LAYERS]
     if r.error:
         if other:  # the cause first (a damaged cache), then the failure it led to
@@ -108,12 +108,12 @@ def _torch(r: CheckResult) -> str:
 def summary_lines(results: Sequence[CheckResult]) -> List[str]:
     if not results:
         return []
-    width = min(60, max(len("check"), *(len(r.nodeid) for r in results)))
+    width = min(60, max(len("check"), *(len(r.label) for r in results)))
     head = f"{'check':<{width}} {'verdict':<7} " + " ".join(
         f"{_SHORT[n]:<8}" for n in LAYERS) + f" {'cold s':>7} {'warm s':>7} {'warm/cold':>9}"
     lines = [head]
     for r in results:
-        name = r.nodeid if len(r.nodeid) <= width else "…" + r.nodeid[-(width - 1):]
+        name = r.label if len(r.label) <= width else "…" + r.label[-(width - 1):]
         cells = " ".join(f"{(r.layers[n].state if n in r.layers else '-'):<8}" for n in LAYERS)
         q = ratio(r)
         lines.append(f"{name:<{width}} {r.verdict:<7} {cells} {_s(r.timings.get('cold_s')):>7} "
@@ -187,8 +187,9 @@ def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None)
                 old = None
             if isinstance(old, dict) and old.get("schema") == SCHEMA and \
                     str(old.get("created", "")) >= since:
-                mine = {c["nodeid"] for c in report["checks"]}
+                mine = {(c["nodeid"], c.get("via")) for c in report["checks"]}
                 report = dict(report, checks=[c for c in old.get("checks", [])
-                                              if c.get("nodeid") not in mine] + report["checks"])
+                                              if (c.get("nodeid"), c.get("via")) not in mine]
+                              + report["checks"])
                 report["summary"] = summarize(report["checks"])
         write_json_atomic(Path(path), report)

@@ -38,9 +38,9 @@ _OUT_OF_MEMORY = ("MemoryError", "can't allocate memory", "OutOfMemoryError", "o
 
 
 class CheckFailed(Exception):
-    def __init__(self, result: CheckResult) -> None:
-        super().__init__(result.nodeid)
-        self.result = result
+    def __init__(self, results: List[CheckResult]) -> None:
+        super().__init__(results[0].nodeid)
+        self.results = results
 
 
 class CheckItem(pytest.Item):
@@ -55,17 +55,19 @@ class CheckItem(pytest.Item):
         self.check_session = check_session
         self.own_markers = list(original.own_markers)
         self.keywords.update(original.keywords)
-        self.result: Optional[CheckResult] = None
+        self.results: List[CheckResult] = []
 
     def runtest(self) -> None:
-        self.result = self.check_session.run_check(self)
-        self.user_properties.extend(junit_properties(self.result))  # --junitxml shows them
-        if self.result.verdict not in ("pass", "recorded"):
-            raise CheckFailed(self.result)
+        self.results = self.check_session.run_check(self)
+        for r in self.results:  # --junitxml shows them
+            self.user_properties.extend(junit_properties(r))
+        failed = [r for r in self.results if r.verdict not in ("pass", "recorded")]
+        if failed:
+            raise CheckFailed(failed)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, CheckFailed):
-            return "\n".join(report.failure_lines(excinfo.value.result))
+            return "\n\n".join("\n".join(report.failure_lines(r)) for r in excinfo.value.results)
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> Tuple[Any, Optional[int], str]:
@@ -74,12 +76,13 @@ class CheckItem(pytest.Item):
 
 def junit_properties(r: CheckResult) -> List[Tuple[str, str]]:
     """A check's verdict, layer states and timings as JUnit testcase properties."""
-    props = [("compile_cache.verdict", r.verdict)]
-    props += [(f"compile_cache.{name}", lv.state) for name, lv in r.layers.items()]
-    props += [(f"compile_cache.{k}", f"{v:.3f}") for k, v in sorted(r.timings.items())
+    p = "compile_cache." + ("" if r.via == "local" else f"{r.via}.")
+    props = [(f"{p}verdict", r.verdict)]
+    props += [(f"{p}{name}", lv.state) for name, lv in r.layers.items()]
+    props += [(f"{p}{k}", f"{v:.3f}") for k, v in sorted(r.timings.items())
               if k in ("cold_s", "warm_s", "cold_process_s", "warm_process_s") and v is not None]
     if r.drift.get("status"):
-        props.append(("compile_cache.drift", str(r.drift["status"])))
+        props.append((f"{p}drift", str(r.drift["status"])))
     return props
 
 
@@ -163,32 +166,38 @@ class CompileCacheSession:
                       and n not in ran and n not in self._deselected)
 
     # -- one check ---------------------------------------------------------------------
-    def run_check(self, item: CheckItem) -> CheckResult:
-        """Every check ends in the results, whatever happens on this side: an exception
-        here is an `error` naming the controller, never a check missing from the report."""
-        root: Optional[CacheRoot] = None
+    def run_check(self, item: CheckItem) -> List[CheckResult]:
+        """One result per scenario (warm-start path). Every check ends in the results,
+        whatever happens on this side: an exception here is an `error` naming the
+        controller, never a check missing from the report."""
         if getattr(self.config, "workerinput", None) is not None:
             ledger.publish("started", {"nodeid": item.nodeid})
+        return [self._run_scenario(item, scenario) for scenario in self.scenarios]
+
+    def _run_scenario(self, item: CheckItem, scenario: Scenario) -> CheckResult:
+        roots: List[CacheRoot] = []
         try:
-            root = CacheRoot.create(item.nodeid, self.settings.root)
-            return self._run_check(item, root)
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: nothing in this root is worth keeping
-            if root is not None and not self.settings.keep:
-                shutil.rmtree(root.path, ignore_errors=True)
+            return self._run_check(item, scenario, roots)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: nothing in these roots is worth keeping
+            if not self.settings.keep:
+                for root in roots:
+                    shutil.rmtree(root.path, ignore_errors=True)
             raise
         except Exception:
             result = CheckResult(
-                nodeid=item.nodeid, verdict="error",
+                nodeid=item.nodeid, verdict="error", via=scenario.via,
                 error="pytest-compilecache failed in the controller while running this check "
                       "(an error in the plugin or its settings, not in the model):\n"
                       + traceback.format_exc(),
-                cache_root=str(root.path) if root is not None else None)
+                cache_root=str(roots[0].path) if roots else None)
             self._add(result)
             return result
 
-    def _run_check(self, item: CheckItem, root: CacheRoot) -> CheckResult:
+    def _run_check(self, item: CheckItem, scenario: Scenario, roots: List[CacheRoot]
+                   ) -> CheckResult:
         s = self.settings
-        scenario = self.scenario
+        root = CacheRoot.create(item.nodeid, s.root)
+        roots.append(root)
         self._leases, self._cold_device = [], None
         timings: Dict[str, Optional[float]] = {}
         recs: Dict[str, Dict[str, Any]] = {}
@@ -207,19 +216,28 @@ class CompileCacheSession:
                 result = error_result(item.nodeid, phase, f"does not exist at the baseline "
                                       f"{self.baseline().label}: nothing to deploy from", "", timings)
                 break
-            rec, failure = self._run_phase(item, root, phase, timings, tree=tree)
+            where = root
+            if plan.fresh_root:  # the artifact travels, the directories don't
+                where = CacheRoot.create(f"{item.nodeid}-{scenario.via}", s.root)
+                roots.append(where)
+            extra = {"artifact": plan.artifact, "artifact_path": str(root.phases / "artifact.bin"),
+                     "watched": {k: str(v) for k, v in where.watched.items()},
+                     "cold_outputs": str(root.phases / "cold-outputs.pt")} \
+                if plan.artifact else {}
+            rec, failure = self._run_phase(item, where, phase, timings, tree=tree, extra=extra)
             if failure is not None:
                 result = failure
                 if damage:  # the warm run's crash follows from the damaged cache
                     result.verdict = "fail"
                 break
             recs[phase] = rec
-            snaps[phase] = fs.snapshot(root.watched)
+            snaps[phase] = fs.snapshot(where.watched)
             if i == 0:  # what the first phase built, before anything reads it
                 item.ihook.pytest_compilecache_between_phases(item=item, cache_root=root.path)
                 damage = fs.damaged(snaps[phase], fs.snapshot(root.watched))
         if result is None:
             result = scenario.judge(item.nodeid, recs, snaps, timings, root.triton)
+        result.via = scenario.via
         if "cold" in recs and scenario.records_keys:
             entry = mf.check_entry(recs["cold"].get("cache") or {}, result.verdict)
             self._store_entry(item.nodeid, recs["cold"], entry, result)
@@ -237,14 +255,17 @@ class CompileCacheSession:
         if result.problems and result.verdict in ("pass", "recorded"):
             result.verdict = "fail"
         if result.verdict in ("pass", "recorded") and not s.keep:
-            shutil.rmtree(root.path, ignore_errors=True)
+            for r in roots:
+                shutil.rmtree(r.path, ignore_errors=True)
         else:
             result.cache_root = str(root.path)
+            if len(roots) > 1:
+                result.notes.append("warm cache root kept: " + ", ".join(str(r.path) for r in roots[1:]))
         self._add(result)
         return result
 
     @functools.cached_property
-    def scenario(self) -> Scenario:
+    def scenarios(self) -> List[Scenario]:
         return scenarios.for_settings(self.settings)
 
     def _add(self, result: CheckResult) -> None:
@@ -358,7 +379,8 @@ class CompileCacheSession:
 
     def _run_phase(self, item: CheckItem, root: CacheRoot, phase: str,
                    timings: Dict[str, Optional[float]], tree: Optional[Path] = None,
-                   cwd: Optional[Path] = None) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
+                   cwd: Optional[Path] = None, extra: Optional[Dict[str, Any]] = None
+                   ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
         """One child; `tree` runs it in the baseline's worktree, `cwd` elsewhere."""
         out = root.phases / f"{phase}.json"
         spec = {"phase": phase, "nodeid": item.nodeid, "out": str(out),
@@ -366,7 +388,7 @@ class CompileCacheSession:
                 "tolerance": self.settings.warm_tolerance,
                 "eager_tolerance": self.settings.eager_tolerance,
                 "cold_outputs": str(root.phases / "cold-outputs.pt"),
-                "launcher_pid": os.getpid()}
+                "launcher_pid": os.getpid(), **(extra or {})}
         job, spec["job_id_source"] = resolve_job_id(self.settings.job_id, item.nodeid, os.environ)
         spec_path = root.phases / f"{phase}-spec.json"
         spec_path.write_text(json.dumps(spec))

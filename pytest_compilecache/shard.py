@@ -16,13 +16,13 @@ def times_from_report(path: str) -> Dict[str, float]:
     """Seconds each check took in a previous report (both phases' processes)."""
     with open(path) as f:
         data = json.load(f)
-    out = {}
+    out: Dict[str, float] = {}
     for c in data.get("checks", []):
         t = c.get("timings") or {}
         total = sum(v for k, v in t.items() if k.endswith("_process_s") and v) or \
             sum(v for k, v in t.items() if k in ("cold_s", "warm_s") and v)
-        if total:
-            out[c["nodeid"]] = float(total)
+        if total:  # every warm-start path of a check runs on the same shard
+            out[c["nodeid"]] = out.get(c["nodeid"], 0.0) + float(total)
     return out
 
 
@@ -53,10 +53,11 @@ def merge_reports(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
     by_id: Dict[str, Dict[str, Any]] = {}
     for r in reports:
         for c in r.get("checks", []):
-            if c["nodeid"] in by_id:
-                print(f"pytest-compilecache merge: {c['nodeid']} is in more than one report; "
+            key = f"{c['nodeid']} [{c.get('via') or 'local'}]"
+            if key in by_id:
+                print(f"pytest-compilecache merge: {key} is in more than one report; "
                       f"keeping the later one", file=sys.stderr)
-            by_id[c["nodeid"]] = c
+            by_id[key] = c
     merged = dict(reports[0])
     merged["checks"] = [by_id[n] for n in sorted(by_id)]
     merged["summary"] = summarize(merged["checks"])

@@ -53,6 +53,12 @@ class CheckResult:
     leases: List[Dict[str, Any]] = field(default_factory=list)  # device slot per phase
     job_id: Dict[str, Any] = field(default_factory=dict)  # PGO job id per phase, and its source
     location: Dict[str, Any] = field(default_factory=dict)  # test file (rootdir-relative), line
+    via: str = "local"  # the warm-start path checked (--compile-cache-via)
+
+    @property
+    def label(self) -> str:
+        """The node id, and the warm-start path when it is not the local restart."""
+        return self.nodeid if self.via == "local" else f"{self.nodeid} [via {self.via}]"
 
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)

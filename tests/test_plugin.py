@@ -47,12 +47,27 @@ def test_marker_is_registered(pytester: pytest.Pytester) -> None:
     ("--compile-cache-device=tpu", "*'tpu' is not a device; use one of auto, cpu, cuda*"),
     ("--compile-cache-timeout=0", "*timeout must be > 0 seconds*"),
     ("--compile-cache-warm-tolerance=a,b", "*use 'bitwise' or ATOL*"),
+    ("--compile-cache-via=local,usb", "*'local,usb': the warm-start paths are local, mega*"),
 ])
 def test_bad_option_values_name_the_fix(pytester: pytest.Pytester, option: str,
                                         message: str) -> None:
     result = pytester.runpytest_subprocess(option)
     result.stderr.fnmatch_lines([message])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_via_goes_with_neither_deploy_nor_recording(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--compile-cache-check", "--compile-cache-via=mega",
+                                           "--compile-cache-manifest-only")
+    result.stderr.fnmatch_lines(["*--compile-cache-via checks warm starts of this commit*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_every_path_option_has_a_scenario() -> None:
+    from pytest_compilecache import options, scenarios
+
+    vias = {cls.via for cls in scenarios.REGISTRY.values()}
+    assert set(options.VIAS) == vias
 
 
 def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
