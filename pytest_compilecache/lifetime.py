@@ -38,18 +38,42 @@ def child_preexec() -> None:
     parent_death_signal(signal.SIGTERM)
 
 
-def interrupt_on_sigterm() -> None:
-    """SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does."""
+def interrupt_on_sigterm(forward: bool = False) -> None:
+    """SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does. `forward`
+    (the controller): pass it on to this process's children first. An xdist worker
+    blocked in a phase hears nothing of the controller's interrupt until its check ends,
+    and xdist kills it (SIGKILL) 10 s into the teardown: it never removes its cache
+    root or its shared precompiled-header dir. A Ctrl-C at a terminal reaches the whole
+    process group; a CI cancel or `kill` reaches the controller alone."""
 
     def handler(signum: int, frame: Any) -> None:
         global received
         received = signal.Signals(signum).name
+        if forward:
+            signal_children(signum)
         raise KeyboardInterrupt(f"received {received}")
 
     try:
         signal.signal(signal.SIGTERM, handler)
     except ValueError:  # not the main thread: leave SIGTERM as it is
         pass
+
+
+def signal_children(sig: int) -> None:
+    """Send `sig` to every direct child of this process (Linux: read from /proc)."""
+    me = os.getpid()
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid == me:
+                os.kill(pid, sig)
+        except (OSError, ValueError, IndexError):
+            continue
 
 
 def die_with_launcher(launcher_pid: Optional[int]) -> None:

@@ -52,7 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(e)) from None
     if not settings.check:
         return
-    lifetime.interrupt_on_sigterm()
+    lifetime.interrupt_on_sigterm(forward=not hasattr(config, "workerinput"))
     if hasattr(config, "workerinput"):  # an xdist worker ends with its controller
         lifetime.parent_death_signal()
     if settings.baseline:
