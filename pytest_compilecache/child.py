@@ -136,7 +136,13 @@ class ChildPlugin:
             info["error"] = "the cold process saved no mega-cache artifact"
         else:
             try:
-                info["counts"] = _artifact_counts(load(path.read_bytes()))
+                loaded = load(path.read_bytes())
+                if loaded is None:  # torch only logs "Failed to un-pickle cache artifacts"
+                    info["error"] = ("torch.compiler.load_cache_artifacts() returned None: it "
+                                     "could not read the cold process's artifact (damaged or "
+                                     "truncated?), and loaded nothing")
+                else:
+                    info["counts"] = _artifact_counts(loaded)
             except Exception:
                 info["error"] = ("torch.compiler.load_cache_artifacts failed on the cold "
                                  "process's artifact:\n" + traceback.format_exc(limit=4))

@@ -42,13 +42,28 @@ def test_fused(fused):
 @pytest.mark.compile_cache
 def test_linear(linear):
     ...
+
+
+@pytest.mark.compile_cache
+def test_linear_damaged(linear):
+    ...
+'''
+
+# the artifact is damaged in transit: truncated between the cold and the warm process
+CONFTEST = '''
+def pytest_compilecache_between_phases(item, cache_root):
+    artifact = cache_root / "phases" / "artifact.bin"
+    if item.name == "test_linear_damaged" and artifact.exists():
+        data = artifact.read_bytes()
+        artifact.write_bytes(data[: len(data) // 3])
 '''
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
     path = tmp_path_factory.mktemp("repo_paths")
-    return run_repo(path, {"test_paths.py": TESTS}, "--compile-cache-via=local,mega",
+    return run_repo(path, {"test_paths.py": TESTS, "conftest.py": CONFTEST},
+                    "--compile-cache-via=local,mega",
                     f"--junitxml={path / 'junit.xml'}")
 
 
@@ -60,9 +75,10 @@ def _check(run: RepoRun, name: str, via: str) -> dict:
 def test_each_path_is_a_result_of_its_own(run: RepoRun) -> None:
     assert sorted((c["nodeid"].split("::")[1], c["via"]) for c in run.report["checks"]) == [
         ("test_fused", "local"), ("test_fused", "mega"), ("test_linear", "local"),
-        ("test_linear", "mega")]
-    assert "test_paths.py::test_fused [via mega]  fail" in run.out
-    assert run.ret == 1 and "1 failed, 1 passed" in run.out
+        ("test_linear", "mega"), ("test_linear_damaged", "local"),
+        ("test_linear_damaged", "mega")]
+    assert "test_paths.py::test_fused [via mega]" in run.out
+    assert run.ret == 1 and "2 failed, 1 passed" in run.out
 
 
 def test_mega_cache_without_the_compiled_cpp_kernels_fails_naming_them(run: RepoRun) -> None:
@@ -85,6 +101,14 @@ def test_mega_cache_that_carries_everything_passes(run: RepoRun) -> None:
     assert c["verdict"] == "pass", run.out[-3000:]
     assert c["layers"]["fx_graph"]["state"] == "hit"
     assert c["outputs"]["warm_vs_cold"]["ok"] and c["outputs"]["warm_vs_eager"]["ok"]
+
+
+def test_a_damaged_artifact_fails_naming_the_load(run: RepoRun) -> None:
+    assert _check(run, "test_linear_damaged", "local")["verdict"] == "pass"
+    c = _check(run, "test_linear_damaged", "mega")
+    assert c["verdict"] == "fail"
+    assert c["problems"][0].startswith("mega-cache: torch.compiler.load_cache_artifacts() "
+                                       "returned None: it could not read"), c["problems"]
 
 
 def test_junit_has_the_properties_of_each_path(run: RepoRun) -> None:
