@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from pytest_compilecache import gha, markdown
+from pytest_compilecache.verdict import OK_VERDICTS
 
 FAIL_ON = ("fail", "drift", "never")
 SESSION_OK = (0, 1, 5)  # pytest: all passed, some failed, none collected
@@ -210,7 +211,7 @@ def keep_for_upload(report: str, out_dir: Path) -> None:
     if Path(report).resolve().parent != out_dir.resolve():
         shutil.copy2(report, out_dir / Path(report).name)
     for c in data.get("checks", []):
-        if c.get("verdict") in ("pass", "recorded") or not c.get("cache_root"):
+        if c.get("verdict") in OK_VERDICTS or not c.get("cache_root"):
             continue
         logs = sorted(Path(c["cache_root"]).glob("phases/*.log"))
         if logs:

@@ -18,6 +18,7 @@ import pytest
 
 from pytest_compilecache import compare
 from pytest_compilecache import float64
+from pytest_compilecache import warmstart
 from pytest_compilecache import workload as wl
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.files import write_json_atomic
@@ -36,6 +37,7 @@ class ChildPlugin:
         self.observer = CacheObserver()
         self.device: Optional[str] = None
         self._eager_pass = False
+        self._skip_body = False  # the path cannot take a test body, or failed before it
         self._unpatch: Optional[Callable[[], None]] = None
         self.result: Dict[str, Any] = {"phase": spec["phase"], "nodeid": spec["nodeid"],
                                        "error": None, "ran": False}
@@ -44,6 +46,12 @@ class ChildPlugin:
         self.result["marks"] = self.marks
         # the job id this process started with; the test or model may set another in code
         self._job_at_start = job_id_from_env(os.environ)
+        # the warm-start path checked, and what it saved or loaded
+        self.path = warmstart.REGISTRY[spec.get("via") or "local"]()
+        self.artifact_path = Path(spec.get("artifact_path") or os.devnull)
+        self.artifact: Dict[str, Any] = {}
+        if spec.get("artifact"):
+            self.result["artifact"] = self.artifact
 
     def mark(self, stage: str) -> None:
         self.marks.setdefault(stage, time.time())
@@ -89,76 +97,46 @@ class ChildPlugin:
         if drop:
             config.hook.pytest_deselected(items=drop)
 
-    # -- the warm-start artifact of a path other than the local restart ----------------
-    def save_artifact(self) -> None:
-        """mega, cold: the portable cache of what this process compiled."""
-        if self.spec.get("artifact") != "save":
-            return
-        import torch
-
-        info: Dict[str, Any] = {}
-        save = getattr(torch.compiler, "save_cache_artifacts", None)
-        if save is None:
-            info["error"] = (f"torch {torch.__version__} has no "
-                             f"torch.compiler.save_cache_artifacts (torch 2.7+)")
-        else:
-            try:
-                saved = save()
-            except Exception:
-                saved, info["error"] = None, ("torch.compiler.save_cache_artifacts() failed:\n"
-                                              + traceback.format_exc(limit=4))
-            if saved is None:
-                info.setdefault("error", "torch.compiler.save_cache_artifacts() returned "
-                                         "nothing: no cache artifact was recorded")
-            else:
-                data, cache_info = saved
-                with self.step("writing the mega-cache artifact"):
-                    Path(self.spec["artifact_path"]).write_bytes(data)
-                info.update(bytes=len(data), counts=_artifact_counts(cache_info))
-        self.result["artifact"] = info
+    # -- the warm-start path (--compile-cache-via) -----------------------------------
+    def path_not_applicable(self, case: Optional[ModelCase]) -> bool:
+        """Record why this path cannot take the workload; the phase then runs nothing."""
+        why = self.path.not_applicable(self.result.get("form") or "", case)
+        if why:
+            self.artifact["na"] = why
+            self.result["ran"] = True
+        return bool(why)
 
     def load_artifact(self) -> None:
-        """mega, warm: load the cold process's bytes into this empty cache root, then
-        list what is in place, so that what the run builds after it can be told apart."""
+        """The warm process loads what the cold one saved, into its empty cache root, and
+        lists what is in place, so that what the run builds after it can be told apart."""
         if self.spec.get("artifact") != "load":
             return
-        import torch
-
         from pytest_compilecache import files as fs
 
-        info: Dict[str, Any] = {}
-        path = Path(self.spec["artifact_path"])
-        load = getattr(torch.compiler, "load_cache_artifacts", None)
-        if load is None:
-            info["error"] = (f"torch {torch.__version__} has no "
-                             f"torch.compiler.load_cache_artifacts (torch 2.7+)")
-        elif not path.exists():
-            info["error"] = "the cold process saved no mega-cache artifact"
-        else:
-            try:
-                loaded = load(path.read_bytes())
-                if loaded is None:  # torch only logs "Failed to un-pickle cache artifacts"
-                    info["error"] = ("torch.compiler.load_cache_artifacts() returned None: it "
-                                     "could not read the cold process's artifact (damaged or "
-                                     "truncated?), and loaded nothing")
-                else:
-                    info["counts"] = _artifact_counts(loaded)
-            except Exception:
-                info["error"] = ("torch.compiler.load_cache_artifacts failed on the cold "
-                                 "process's artifact:\n" + traceback.format_exc(limit=4))
-        with self.step("listing the cache files after the mega-cache load"):
-            info["files"] = fs.snapshot({k: Path(v) for k, v in self.spec["watched"].items()})
-        self.result["artifact"] = info
+        self.path.before(self.spec["phase"], self.artifact_path, self.artifact)
+        self.artifact["watched"] = self.spec["watched"]
+        with self.step("listing the cache files after loading the artifact"):
+            self.artifact["files"] = fs.snapshot(
+                {k: Path(v) for k, v in self.spec["watched"].items()})
+
+    def save_artifact(self) -> None:
+        if self.spec.get("artifact") == "save":
+            with self.step(f"saving the {self.path.name} artifact"):
+                self.path.after(self.spec["phase"], self.artifact_path, self.artifact)
 
     # -- the check -----------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Optional[bool]:
+        if self._skip_body:
+            return True
         cases = _model_cases(pyfuncitem)
         if not cases or self._eager_pass:
             return None
         self.result["form"] = "model_case"
         if self.result["error"]:
             raise RuntimeError(self.result["error"])
+        if self.path_not_applicable(cases[0]):
+            return True
         kwargs = _compile_kwargs(pyfuncitem)
         compiled: wl.Outputs = {}
         eager: wl.Outputs = {}
@@ -167,21 +145,41 @@ class ChildPlugin:
             prefix = f"case{i}." if len(cases) > 1 else ""
             model, inputs, ckw = wl.prepare_case(case, self.device or "cpu")
             prepared.append((prefix, case, model, inputs, ckw, wl.snapshot_state(model)))
-        self.load_artifact()
-        self.observer.start()  # imports torch._dynamo: part of setup, not of the workload
-        self.mark("workload_start")
-        try:
-            for prefix, case, model, inputs, ckw, _ in prepared:
-                fn = self._original_compile()(model, **{**case.compile_kwargs, **kwargs})
-                compiled.update(wl.run_case_step(fn, model, case, inputs, ckw, prefix))
-        except BaseException:
-            self.result["error"] = traceback.format_exc()
-            raise
-        finally:
-            self.mark("workload_end")
-            self.observer.stop()
-        self.result["ran"] = True
-        self.save_artifact()
+        with self.path.watching(self.artifact):
+            self.observer.start()  # imports torch._dynamo: part of setup, not of the workload
+            self.mark("workload_start")  # a warm start begins with loading the artifact
+            phase = self.spec["phase"]
+            try:
+                self.load_artifact()
+                if self.artifact.get("error"):
+                    self.result["ran"] = True  # the path failed before the workload
+                    return True
+                for prefix, case, model, inputs, ckw, _ in prepared:
+                    try:
+                        fn = self.path.compile(phase, self.artifact_path, self._original_compile(),
+                                               model, case, kwargs, inputs, ckw, self.artifact)
+                    except warmstart.NotApplicable as e:
+                        self.artifact["na"] = str(e)
+                    except warmstart.ArtifactFailed as e:
+                        self.artifact["error"] = str(e)
+                    except Exception:
+                        if self.path.name == "local":
+                            raise
+                        self.artifact["error"] = (f"the {self.path.name} path failed to build or "
+                                                  f"load its artifact:\n"
+                                                  + traceback.format_exc(limit=6))
+                    if self.artifact.get("na") or self.artifact.get("error"):
+                        self.result["ran"] = True
+                        return True
+                    compiled.update(wl.run_case_step(fn, model, case, inputs, ckw, prefix))
+            except BaseException:
+                self.result["error"] = traceback.format_exc()
+                raise
+            finally:
+                self.mark("workload_end")
+                self.observer.stop()
+            self.result["ran"] = True
+            self.save_artifact()
         eager_note = ref_note = None
         ref: Optional[wl.Outputs] = None
         try:
@@ -276,12 +274,6 @@ class ChildPlugin:
             _exit_now(int(exitstatus))
 
 
-def _artifact_counts(cache_info: Any) -> Dict[str, int]:
-    """Artifacts per kind in a torch CacheInfo (e.g. inductor_artifacts: 3)."""
-    artifacts = getattr(cache_info, "artifacts", None) or {}
-    return {str(k): len(v) for k, v in artifacts.items()}
-
-
 def _exit_now(status: int) -> None:
     """The result is written: skip pytest's summary and the interpreter's teardown of
     torch's modules (2-3 s a phase on CPU), but run the atexit handlers, which is where
@@ -332,22 +324,30 @@ class BodyHooks:
         o.result["form"] = "test_body"
         if o.result["error"]:
             raise RuntimeError(o.result["error"])
-        o.recorder.reset()
-        o.recorder.active = True
-        o.load_artifact()
-        o.observer.start()
-        o.mark("workload_start")
-        try:
-            res = yield
-        except BaseException:
-            o.result["error"] = traceback.format_exc()
-            raise
-        finally:
-            o.mark("workload_end")
-            o.observer.stop()
-            o.recorder.active = False
-        o.result["ran"] = True
-        o.save_artifact()
+        with o.path.watching(o.artifact):
+            skip = o.path_not_applicable(None)
+            o.recorder.reset()
+            o.recorder.active = True
+            o.observer.start()
+            o.mark("workload_start")
+            try:
+                if not skip:
+                    o.load_artifact()
+                if skip or o.artifact.get("error"):  # the body is not run
+                    skip = o.result["ran"] = o._skip_body = True
+                res = yield
+            except BaseException:
+                o.result["error"] = traceback.format_exc()
+                raise
+            finally:
+                o.mark("workload_end")
+                o.observer.stop()
+                o.recorder.active = False
+                o._skip_body = False
+            if skip:
+                return res
+            o.result["ran"] = True
+            o.save_artifact()
         compiled = dict(o.recorder.outputs)
         o._eager_pass = True
         note = ref_note = None

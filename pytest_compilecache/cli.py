@@ -79,14 +79,14 @@ def cmd_show(args: argparse.Namespace) -> int:
                  gha.output_lines(gha.outputs(data, args.file)))
         print("\n".join(lines))
         return EXIT_OK
-    from pytest_compilecache.verdict import CheckResult
+    from pytest_compilecache.verdict import OK_VERDICTS, CheckResult
 
     results = [CheckResult.from_json(c) for c in data.get("checks", [])]
     commit = data.get("commit") or {}
     print(f"report of {len(results)} check(s), created {data.get('created')}, commit "
           f"{commit.get('short', 'unknown')}{' (dirty)' if commit.get('dirty') else ''}")
     for r in results:
-        if r.verdict not in ("pass", "recorded"):
+        if r.verdict not in OK_VERDICTS:
             print("\n".join(report.failure_lines(r)) + "\n")
     print("\n".join(report.summary_lines(results)))
     return EXIT_OK

@@ -122,6 +122,32 @@ def saved_keys(snap: Snapshot) -> Set[str]:
     return keys
 
 
+# torch's VecISA checks (torch/_inductor/cpu_vec_isa.py) compile tiny programs into the
+# cache dir, once per empty directory: `__avx_chk_kernel`, `__avx512_bf16_chk_kernel`...
+_ISA_PROBE = "_chk_kernel"
+
+
+def cpu_capability_probes(watched: Mapping[str, str], paths: Iterable[str]) -> Set[str]:
+    """Of `paths` (from `snapshot` over `watched`), the files of torch's CPU capability
+    probes: any process on an empty cache directory builds them, whatever it loaded;
+    they are not the model's kernels. Told apart by their C++ source."""
+    paths = list(paths)
+    probes: Set[str] = set()
+    for p in paths:
+        label, _, rel = p.partition("/")
+        if not p.endswith(".cpp") or label not in watched:
+            continue
+        try:
+            with open(os.path.join(watched[label], rel), errors="replace") as f:
+                source = f.read(4096)
+        except OSError:
+            continue
+        if _ISA_PROBE in source:
+            stem = p[: -len(".cpp")]
+            probes.update(q for q in paths if q.startswith(stem))
+    return probes
+
+
 def identical_triton_recompiles(triton_dir: Path, warm_new: Iterable[str]) -> List[Dict[str, str]]:
     """Warm Triton cache dirs whose artifacts are byte-identical to an older dir's.
 

@@ -9,7 +9,7 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.markdown import overall_verdict
-from pytest_compilecache.verdict import LAYERS, CheckResult
+from pytest_compilecache.verdict import LAYERS, OK_VERDICTS, CheckResult
 
 # actions/toolkit docs/problem-matchers.md ("Limitations"): 10 error, 10 warning and 10
 # notice annotations per step, 50 per job; the rest are dropped silently.
@@ -85,7 +85,7 @@ def annotation_lines(data: Dict[str, Any], workspace: Optional[str] = None) -> L
     """One ::error per failing check, worst first, at most the per-step limit, then a
     ::notice saying how many were left out; a ::notice for a CPU-only run."""
     results = [CheckResult.from_json(c) for c in data.get("checks", [])]
-    failing = sorted((r for r in results if r.verdict not in ("pass", "recorded")), key=_severity)
+    failing = sorted((r for r in results if r.verdict not in OK_VERDICTS), key=_severity)
     rootdir = data.get("rootdir")
     out = []
     for r in failing[:ANNOTATIONS_PER_STEP]:

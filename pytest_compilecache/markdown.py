@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 from pytest_compilecache import report as rp
-from pytest_compilecache.verdict import LAYERS, CheckResult
+from pytest_compilecache.verdict import LAYERS, OK_VERDICTS, CheckResult
 
 # https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-commands
 # ("Step isolation and limits"): 1 MiB per step summary; keep a margin for what the
@@ -20,7 +20,7 @@ SUMMARY_LIMIT_BYTES = 1024 * 1024
 SUMMARY_BUDGET_BYTES = 900 * 1024
 _CELL = {"hit": "✅ hit", "miss": "❌ miss", "bypass": "⚠️ bypass", "n/a": "➖ n/a",
          "off": "➖ off"}
-_VERDICT = {"pass": "✅", "fail": "❌", "error": "🔥", "recorded": "📝", "not run": "⏹️",
+_VERDICT = {"pass": "✅", "fail": "❌", "error": "🔥", "recorded": "📝", "n/a": "➖", "not run": "⏹️",
             "skipped": "➖"}
 _SHORT = {"dynamo_pgo": "PGO", "aot_autograd": "AOT", "fx_graph": "FX", "kernels": "kernels",
           "autotune": "autotune"}
@@ -92,7 +92,7 @@ def table(results: Sequence[CheckResult], passing: bool = True) -> List[str]:
         " | cold s | warm s | warm/cold |"
     lines = [head, "|" + "---|" * (len(LAYERS) + 5)]
     for r in results:
-        if not passing and r.verdict in ("pass", "recorded"):
+        if not passing and r.verdict in OK_VERDICTS:
             continue
         cells = [(_CELL.get(r.layers[n].state, r.layers[n].state) if n in r.layers else "-")
                  for n in LAYERS]
@@ -101,6 +101,17 @@ def table(results: Sequence[CheckResult], passing: bool = True) -> List[str]:
                      + " | ".join(cells) + f" | {rp._s(r.timings.get('cold_s'))} | "
                      f"{rp._s(r.timings.get('warm_s'))} | {'-' if q is None else f'{q:.2f}'} |")
     return lines
+
+
+def path_table(results: Sequence[CheckResult]) -> List[str]:
+    """The warm-start seconds per path (--compile-cache-via), when more than one ran."""
+    paths = rp.warm_start_by_path(results)
+    if not paths:
+        return []
+    head, rows = paths
+    return [f"### {rp.WARM_START_TITLE[0].upper()}{rp.WARM_START_TITLE[1:-1]}", "",
+            "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+            *(f"| `{_escape(row[0])}` | " + " | ".join(row[1:]) + " |" for row in rows)]
 
 
 def drift_table(results: Sequence[CheckResult]) -> List[str]:
@@ -152,10 +163,11 @@ def render(data: Dict[str, Any], budget: int = SUMMARY_BUDGET_BYTES,
            artifact: Optional[str] = None) -> str:
     """The whole summary, at most `budget` bytes of UTF-8."""
     results = [CheckResult.from_json(c) for c in data.get("checks", [])]
-    failing = [r for r in results if r.verdict not in ("pass", "recorded")]
+    failing = [r for r in results if r.verdict not in OK_VERDICTS]
     where = f"the artifact {artifact}" if artifact else "the JSON report"
     head = title(data, results)
     drift = drift_table(results)
+    paths = path_table(results)
     # (rows of passing checks?, lines per failure, failures shown), most detail first
     plans = [(True, FAILURE_LINES, len(failing)), (False, FAILURE_LINES, len(failing)),
              (False, 40, len(failing)), (False, 10, len(failing))]
@@ -163,6 +175,8 @@ def render(data: Dict[str, Any], budget: int = SUMMARY_BUDGET_BYTES,
     text = ""
     for passing, max_lines, shown in plans:
         parts = ["\n".join(head), "\n".join(table(results, passing))]
+        if paths:
+            parts.append("\n".join(paths))
         dropped = []
         if not passing and len(results) > len(failing):
             dropped.append(f"{len(results) - len(failing)} passing row(s)")

@@ -104,7 +104,8 @@ def parse_job_id(value: str) -> str:
     return v
 
 
-VIAS = ("local", "mega")  # scenarios.REGISTRY's warm-start paths (kept in sync by a test)
+# the warm-start paths of scenarios.REGISTRY and warmstart.REGISTRY (a test keeps them in sync)
+VIAS = ("local", "mega", "precompile", "aot", "aoti")
 
 
 def parse_via(value: str) -> Tuple[str, ...]:
@@ -136,9 +137,13 @@ _VALUED = (
      "TORCH_COMPILE_JOB_ID or none, as production starts), per-check (one the plugin "
      "makes per check), or VALUE for a deployment that sets one which CI does not"),
     ("via", "string", "local", parse_via,
-     "the warm-start paths checked, each with a verdict of its own: local (restart over the "
-     "same cache dirs), mega (torch.compiler.save_cache_artifacts carried to an empty cache "
-     "root and loaded there, torch 2.7+); comma-separated"),
+     "the warm-start paths checked, each with a verdict of its own (n/a where torch or the "
+     "workload cannot take one): local (restart over the same cache dirs); carried to an "
+     "empty cache root at another path and loaded there: mega "
+     "(torch.compiler.save_cache_artifacts, torch 2.7+), precompile (the same with "
+     "TORCH_CACHING_PRECOMPILE=1, 2.9+), aot (aot_compile + save_compiled_function, "
+     "ModelCase, fullgraph), aoti (torch.export + AOTInductor package, ModelCase inference); "
+     "comma-separated"),
     ("threads", "string", None, parse_threads,
      "CPU thread count fixed for both phases (OMP_NUM_THREADS; part of the cache key on "
      "torch 2.13); default: OMP_NUM_THREADS or the core count"),

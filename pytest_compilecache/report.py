@@ -6,7 +6,7 @@ import datetime as _dt
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.manifest import changed_components, drift_lines
@@ -118,6 +118,12 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
         q = ratio(r)
         lines.append(f"{name:<{width}} {r.verdict:<7} {cells} {_s(r.timings.get('cold_s')):>7} "
                      f"{_s(r.timings.get('warm_s')):>7} {('-' if q is None else f'{q:.2f}'):>9}")
+    paths = warm_start_by_path(results)
+    if paths:
+        widths = _widths(paths)
+        lines += ["", WARM_START_TITLE]
+        lines += ["  ".join(f"{c:<{w}}" for c, w in zip(row, widths)).rstrip()
+                  for row in [paths[0], *paths[1]]]
     drifted = [r for r in results if r.drift]
     if drifted:
         lines.append(f"keys against the baseline {drifted[0].drift.get('base')}:")
@@ -132,7 +138,38 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
     return lines
 
 
-VERDICTS = ("pass", "fail", "error", "recorded", "not run")
+WARM_START_TITLE = ("warm start by path, seconds from loading the artifact to the first "
+                    "result (the local restart: its warm run):")
+
+
+def warm_start_seconds(r: CheckResult) -> str:
+    """One cell of the per-path table: the warm run's seconds, or why there are none."""
+    if r.verdict in ("n/a", "error", "not run"):
+        return r.verdict
+    w = r.timings.get("warm_s")
+    return ("-" if w is None else f"{w:.1f}") + (" (fail)" if r.verdict == "fail" else "")
+
+
+def warm_start_by_path(results: Sequence[CheckResult]
+                       ) -> Optional[Tuple[List[str], List[List[str]]]]:
+    """A check per row, a warm-start path per column: what each deployment path buys on
+    this model. None when only the local restart ran."""
+    vias = list(dict.fromkeys(r.via for r in results))
+    if vias == ["local"]:
+        return None
+    cells: Dict[str, Dict[str, str]] = {}
+    for r in results:
+        cells.setdefault(r.nodeid, {})[r.via] = warm_start_seconds(r)
+    return (["check", *vias],
+            [[nodeid, *(row.get(v, "-") for v in vias)] for nodeid, row in cells.items()])
+
+
+def _widths(table: Tuple[List[str], List[List[str]]]) -> List[int]:
+    head, rows = table
+    return [min(60, max(len(x[i]) for x in [head, *rows])) for i in range(len(head))]
+
+
+VERDICTS = ("pass", "fail", "error", "recorded", "n/a", "not run")
 
 
 def summarize(checks: Iterable[Dict[str, Any]]) -> Dict[str, int]:

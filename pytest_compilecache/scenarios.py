@@ -8,12 +8,13 @@ and hands the records back to it.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Type
 
 from pytest_compilecache import files as fs
-from pytest_compilecache.verdict import CheckResult, judge, recorded
+from pytest_compilecache.verdict import Carrier, CheckResult, counter, judge, judge_loaded, recorded
 
 Records = Dict[str, Dict[str, Any]]     # phase name -> what its child recorded
 Snapshots = Dict[str, fs.Snapshot]      # phase name -> the cache root's files after it
@@ -26,6 +27,7 @@ class PhasePlan:
     fresh_root: bool = False   # a new, empty cache root at another path: the artifact
     #                            travels, the directories don't
     artifact: Optional[str] = None  # "save" after the workload, or "load" before it
+    env: Tuple[Tuple[str, str], ...] = ()  # set in the phase's environment
 
 
 class Scenario:
@@ -36,10 +38,19 @@ class Scenario:
     # the first phase's keys go to the manifest store, the repeat run and the baseline
     # comparison (not when that phase ran another commit's code)
     records_keys = True
+    artifact_file = "artifact.bin"  # what a phase saves for the next, in phases/
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
         raise NotImplementedError
+
+    def goes_on(self, rec: Dict[str, Any]) -> bool:
+        """After a phase that ran: whether the next phase runs."""
+        return True
+
+    def failed(self, phase: str, rec: Dict[str, Any], result: CheckResult) -> CheckResult:
+        """A phase failed (`result` is its error): the path may say what that means."""
+        return result
 
 
 class LocalRestart(Scenario):
@@ -74,65 +85,207 @@ class RecordKeys(Scenario):
         return recorded(nodeid, recs["cold"], timings)
 
 
-class MegaCache(Scenario):
-    """The portable mega-cache: the cold process compiles, runs and saves
-    `torch.compiler.save_cache_artifacts()`; the warm process starts on an empty cache
-    root elsewhere, loads those bytes, and runs. Whatever it still builds is what the
-    artifact did not carry (compiled C++ objects are not in it: pytorch#172542)."""
-    name = via = "mega"
+class ArtifactPath(Scenario):
+    """A warm start from an artifact that travels: the cold process compiles, runs and
+    saves it; the warm process starts on an empty cache root elsewhere, loads it, and
+    runs. Whatever the warm process still builds is what the artifact did not carry."""
     phases = (PhasePlan("cold", artifact="save"),
               PhasePlan("warm", fresh_root=True, artifact="load"))
     records_keys = False  # the local path's cold run records them
+    carrier = Carrier("the artifact")  # named in the reason of a rebuilt kernel
+
+    loader = ""  # the torch call that loads the artifact, as a traceback names it
+
+    def goes_on(self, rec: Dict[str, Any]) -> bool:
+        """After a phase: no warm phase once the path is n/a or its artifact failed."""
+        art = rec.get("artifact") or {}
+        return not (art.get("na") or art.get("error"))
+
+    def failed(self, phase: str, rec: Dict[str, Any], result: CheckResult) -> CheckResult:
+        """A warm process that crashed inside torch's loader: the artifact cannot be
+        loaded on this machine, which is this path failing, not the plugin or the model."""
+        if phase == "warm" and self.loader and self.loader in (result.error or ""):
+            first = (result.error or "").splitlines()[0]
+            result.verdict = "fail"
+            result.problems.insert(0, f"{self.via}: the warm process died inside torch's "
+                                      f"{self.loader} ({first}): the artifact the cold "
+                                      f"process built cannot be loaded here")
+        return result
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
         cold_art = recs["cold"].get("artifact") or {}
-        warm_art = recs["warm"].get("artifact") or {}
-        loaded = warm_art.get("files") or {}
-        # after the load, what the run built; an FX graph hit writes its output code (.py)
-        # into the new root, which the local restart found in place: that is no rebuild
-        warm_new = [p for p in fs.added(loaded, snaps["warm"])
-                    if not (fs.layer_of(p) == "fx_graph" and p.endswith(".py"))]
-        res = judge(nodeid, recs["cold"], recs["warm"], snaps["cold"], warm_new, timings,
-                    triton_dir)
-        res.via = self.via
+        warm_art = (recs.get("warm") or {}).get("artifact") or {}
+        if cold_art.get("na"):
+            return CheckResult(nodeid=nodeid, verdict="n/a", via=self.via,
+                               versions=recs["cold"].get("versions") or {},
+                               device=recs["cold"].get("device"), timings=timings,
+                               notes=[f"{self.via}: {cold_art['na']}"])
         missing = cold_art.get("error") or warm_art.get("error")
-        if missing:
-            res.verdict = "fail"
-            res.problems.insert(0, f"mega-cache: {missing}")
-            return res
-        built = fs.by_layer(warm_new)
-        carried = ", ".join(f"{k} {n}" for k, n in sorted((cold_art.get("counts") or {}).items()))
-        res.notes.append(f"mega-cache: {cold_art.get('bytes', 0)} bytes saved "
-                         f"({carried or 'no artifacts'}), {len(loaded)} file(s) in place "
-                         f"after the load")
-        kernels = built.get("kernels") or []
-        if kernels:
-            objects = [p for p in kernels if p.endswith(".so")]
-            lv = res.layers.get("kernels")
-            why = (f"the warm process rebuilt {len(objects)} C++ kernel object(s) and "
-                   f"{len(kernels) - len(objects)} other kernel file(s) that the mega-cache "
-                   f"did not carry (torch.compiler.save_cache_artifacts keeps no compiled "
-                   f".so objects, pytorch#172542, #155332): "
-                   + ", ".join(p.rsplit("/", 1)[-1] for p in (objects or kernels)[:5]))
-            if lv is not None:
-                lv.state = "miss"
-                lv.reasons.insert(0, why)
-            res.problems = [p for p in res.problems if not p.startswith("kernels:")]
-            res.problems.append(f"kernels: miss - {why}")
+        if missing or "warm" not in recs:
+            return CheckResult(nodeid=nodeid, verdict="fail", via=self.via,
+                               versions=recs["cold"].get("versions") or {},
+                               device=recs["cold"].get("device"), timings=timings,
+                               problems=[f"{self.via}: {missing or 'the warm phase did not run'}"])
+        loaded = warm_art.get("files") or {}
+        warm_new = [p for p in fs.added(loaded, snaps["warm"])
+                    # an FX graph hit writes its output code (.py) into the new root, which
+                    # the local restart found in place: that is no rebuild
+                    if not (fs.layer_of(p) == "fx_graph" and p.endswith(".py"))]
+        probes = fs.cpu_capability_probes(warm_art.get("watched") or {}, warm_new)
+        warm_new = [p for p in warm_new if p not in probes]
+        unpacked = self._unpacked_triton(recs["warm"], warm_new)
+        warm_new = [p for p in warm_new if p not in unpacked]
+        res = self.rule(nodeid, recs, snaps, warm_new, timings, triton_dir)
+        res.via = self.via
+        res.timings["warm_load_s"] = warm_art.get("load_s")
+        if probes:
+            res.notes.append(f"the warm process rebuilt {len(probes)} file(s) of torch's CPU "
+                             f"capability probes (VecISA checks, once per empty cache "
+                             f"directory, not the model's kernels)")
+        if unpacked:
+            helpers = [p for p in unpacked if p.endswith(".so")]
+            res.notes.append(f"Triton compiled no kernel in the warm process; it wrote "
+                             f"{len(unpacked) - len(helpers)} kernel file(s) unpacked from the "
+                             f"artifact into its empty cache, and built {len(helpers)} driver "
+                             f"stub(s) (cuda_utils, __triton_launcher: C, per kernel signature, "
+                             f"in no artifact)")
+        res.notes.append(self.carried(cold_art, loaded))
+        if cold_art.get("cold_ran") == "eager":
+            res.notes.append(f"{self.via}: the cold process built the artifact and ran the "
+                             f"model eagerly; only the warm process loads it, so warm vs cold "
+                             f"compares it with eager")
+        if cold_art.get("ignored_options"):
+            res.notes.append(f"{self.via}: compile options it does not take were left out: "
+                             + ", ".join(cold_art["ignored_options"]))
+        return res
+
+    @staticmethod
+    def _unpacked_triton(warm: Dict[str, Any], warm_new: List[str]) -> List[str]:
+        """Files in the Triton cache that no Triton compile wrote: the FX entries bundle
+        their kernels, and a load writes them out. Only when Triton's compile listener
+        ran and counted no compile; without it every such file stays suspect."""
+        kernels = (warm.get("cache") or {}).get("kernels") or {}
+        if not kernels.get("triton_listener") or kernels.get("triton_compiled"):
+            return []
+        return [p for p in warm_new if p.startswith("triton/")]
+
+    def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
+             timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
+        """The cache layers as for a local restart: what the artifact filled must hit."""
+        return judge(nodeid, recs["cold"], recs["warm"], snaps["cold"], warm_new, timings,
+                     triton_dir, carrier=self.carrier)
+
+    def carried(self, cold_art: Dict[str, Any], loaded: fs.Snapshot) -> str:
+        what = ", ".join(f"{k} {n}" for k, n in sorted((cold_art.get("counts") or {}).items()))
+        return (f"{self.via}: {cold_art.get('bytes', 0)} bytes saved ({what or 'no artifacts'}), "
+                f"{len(loaded)} file(s) in place after the load")
+
+
+class MegaCache(ArtifactPath):
+    """torch.compiler.save_cache_artifacts() bytes (torch 2.7+)."""
+    name = via = "mega"
+    loader = "load_cache_artifacts"
+    carrier = Carrier("the mega-cache", "torch.compiler.save_cache_artifacts keeps no compiled "
+                                        ".so objects: pytorch#172542, #155332")
+
+
+class CachingPrecompile(ArtifactPath):
+    """Caching precompile: the mega-cache with TORCH_CACHING_PRECOMPILE=1 in both
+    processes also carries Dynamo's compiled frames, so the warm process must not trace."""
+    name = via = "precompile"
+    loader = "load_cache_artifacts"
+    env = (("TORCH_CACHING_PRECOMPILE", "1"),)
+    phases = (PhasePlan("cold", artifact="save", env=env),
+              PhasePlan("warm", fresh_root=True, artifact="load", env=env))
+    carrier = Carrier("the caching-precompile artifact",
+                      "it is a mega-cache, which keeps no compiled .so objects")
+
+    def failed(self, phase: str, rec: Dict[str, Any], result: CheckResult) -> CheckResult:
+        """The workload crashed with caching precompile on, and only then (the local
+        path runs it without): a path that fails, with torch's reason."""
+        if rec.get("ran") or not rec.get("error") or rec.get("internal_step"):
+            return super().failed(phase, rec, result)
+        said = [x for x in (rec.get("artifact") or {}).get("torch_said") or []
+                if "dropped" not in x]
+        result.verdict, result.error = "fail", None
+        result.problems = [f"precompile: the {phase} workload fails with caching precompile "
+                           f"on (TORCH_CACHING_PRECOMPILE=1), which the local path runs "
+                           f"without: {last_exception(rec['error'])}"
+                           + (f"; torch said: {said[-1]}" if said else "")]
+        return result
+
+    def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
+             timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
+        res = super().rule(nodeid, recs, snaps, warm_new, timings, triton_dir)
+        cold_said = (recs["cold"].get("artifact") or {}).get("torch_said") or []
+        warm_said = (recs["warm"].get("artifact") or {}).get("torch_said") or []
+        wc = recs["warm"].get("cache") or {}
+        hits = counter(wc, "dynamo_cache", "dynamo_cache_hit")
+        traced = counter(wc, "frames", "total")
+        if not hits or traced:
+            why = [x for x in cold_said + warm_said if "dropped" not in x] or [
+                "torch logged no reason (is the compiled function the same code object in "
+                "both processes?)"]
+            res.problems.insert(0, f"precompile: the warm process traced {traced} frame(s) "
+                                   f"with Dynamo and loaded {hits} precompiled one(s): "
+                                   f"{'; '.join(why[:3])}")
+        dropped = [x for x in cold_said if "dropped" in x]
+        if dropped:
+            res.notes.append(f"precompile: {len(dropped)} guard(s) dropped, so a process "
+                             f"that differs there still loads this entry: "
+                             + "; ".join(dropped[:4]))
+        if res.problems:
             res.verdict = "fail"
         return res
 
 
+def last_exception(traceback_text: str) -> str:
+    """The final exception of a formatted traceback, its message on one line."""
+    lines = traceback_text.rstrip().splitlines()
+    start = max((i for i, x in enumerate(lines) if _EXC_LINE.match(x)), default=len(lines) - 1)
+    return " ".join(x.strip() for x in lines[start:] if x.strip())[:700]
+
+
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*: ")
+
+
+class _Loaded(ArtifactPath):
+    """The artifact replaces torch.compile in the warm process: nothing may compile."""
+
+    def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
+             timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
+        return judge_loaded(nodeid, recs["cold"], recs["warm"], warm_new, timings,
+                            self.carrier)
+
+
+class AOTCompiled(_Loaded):
+    """torch.compile(fullgraph=True).aot_compile, save_compiled_function,
+    torch.compiler.load_compiled_function."""
+    name = via = "aot"
+    loader = "load_compiled_function"
+    carrier = Carrier("the saved compiled function",
+                      "it holds Inductor's output code, whose C++ kernels are compiled on load")
+
+
+class AOTInductor(_Loaded):
+    """torch.export + aoti_compile_and_package, aoti_load_package."""
+    name = via = "aoti"
+    loader = "aoti_load_package"
+    carrier = Carrier("the AOTInductor package")
+    artifact_file = "artifact.pt2"  # aoti_compile_and_package wants the suffix
+
+
 REGISTRY: Dict[str, Type[Scenario]] = {
-    s.name: s for s in (LocalRestart, Deploy, RecordKeys, MegaCache)}
+    s.name: s for s in (LocalRestart, Deploy, RecordKeys, MegaCache, CachingPrecompile,
+                         AOTCompiled, AOTInductor)}
 
 
 def for_settings(settings: Any) -> List[Scenario]:
-    """The scenarios the options ask for: the local restart (or deploy, or recording),
-    then each further warm-start path of --compile-cache-via."""
+    """The scenarios the options ask for: recording, the deploy scenario, or each
+    warm-start path of --compile-cache-via (default: the local restart alone)."""
     if settings.manifest_only:
         return [REGISTRY["record"]()]
     if settings.baseline_warm:
         return [REGISTRY["deploy"]()]
-    return [REGISTRY["local"]()] + [REGISTRY[v]() for v in settings.via if v != "local"]
+    return [REGISTRY[v]() for v in settings.via]

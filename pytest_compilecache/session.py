@@ -30,7 +30,7 @@ from pytest_compilecache.ledger import Ledger
 from pytest_compilecache.options import Settings
 from pytest_compilecache import scenarios
 from pytest_compilecache.scenarios import Scenario
-from pytest_compilecache.verdict import CheckResult, error_result
+from pytest_compilecache.verdict import OK_VERDICTS, CheckResult, error_result
 
 MARKER = "compile_cache"
 # how running out of memory reads in a phase's error (Python, torch's CPU allocator, CUDA)
@@ -61,7 +61,7 @@ class CheckItem(pytest.Item):
         self.results = self.check_session.run_check(self)
         for r in self.results:  # --junitxml shows them
             self.user_properties.extend(junit_properties(r))
-        failed = [r for r in self.results if r.verdict not in ("pass", "recorded")]
+        failed = [r for r in self.results if r.verdict not in OK_VERDICTS]
         if failed:
             raise CheckFailed(failed)
 
@@ -220,18 +220,21 @@ class CompileCacheSession:
             if plan.fresh_root:  # the artifact travels, the directories don't
                 where = CacheRoot.create(f"{item.nodeid}-{scenario.via}", s.root)
                 roots.append(where)
-            extra = {"artifact": plan.artifact, "artifact_path": str(root.phases / "artifact.bin"),
+            extra = {"artifact": plan.artifact, "artifact_path": str(root.phases / scenario.artifact_file),
                      "watched": {k: str(v) for k, v in where.watched.items()},
-                     "cold_outputs": str(root.phases / "cold-outputs.pt")} \
+                     "cold_outputs": str(root.phases / "cold-outputs.pt"), "via": scenario.via} \
                 if plan.artifact else {}
-            rec, failure = self._run_phase(item, where, phase, timings, tree=tree, extra=extra)
+            rec, failure = self._run_phase(item, where, phase, timings, tree=tree, extra=extra,
+                                           env_extra=dict(plan.env))
             if failure is not None:
-                result = failure
+                result = scenario.failed(phase, rec, failure)
                 if damage:  # the warm run's crash follows from the damaged cache
                     result.verdict = "fail"
                 break
             recs[phase] = rec
             snaps[phase] = fs.snapshot(where.watched)
+            if not scenario.goes_on(rec):
+                break
             if i == 0:  # what the first phase built, before anything reads it
                 item.ihook.pytest_compilecache_between_phases(item=item, cache_root=root.path)
                 damage = fs.damaged(snaps[phase], fs.snapshot(root.watched))
@@ -252,9 +255,9 @@ class CompileCacheSession:
                 f"an interrupted copy?): " + "; ".join(damage[:5])
                 + (f" (+{len(damage) - 5} more)" if len(damage) > 5 else "")))
         result.leases = list(self._leases)
-        if result.problems and result.verdict in ("pass", "recorded"):
+        if result.problems and result.verdict in OK_VERDICTS:
             result.verdict = "fail"
-        if result.verdict in ("pass", "recorded") and not s.keep:
+        if result.verdict in OK_VERDICTS and not s.keep:
             for r in roots:
                 shutil.rmtree(r.path, ignore_errors=True)
         else:
@@ -379,9 +382,11 @@ class CompileCacheSession:
 
     def _run_phase(self, item: CheckItem, root: CacheRoot, phase: str,
                    timings: Dict[str, Optional[float]], tree: Optional[Path] = None,
-                   cwd: Optional[Path] = None, extra: Optional[Dict[str, Any]] = None
+                   cwd: Optional[Path] = None, extra: Optional[Dict[str, Any]] = None,
+                   env_extra: Optional[Dict[str, str]] = None
                    ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
-        """One child; `tree` runs it in the baseline's worktree, `cwd` elsewhere."""
+        """One child; `tree` runs it in the baseline's worktree, `cwd` elsewhere;
+        `env_extra`: what the warm-start path sets (TORCH_CACHING_PRECOMPILE=1)."""
         out = root.phases / f"{phase}.json"
         spec = {"phase": phase, "nodeid": item.nodeid, "out": str(out),
                 "device": self.settings.device, "seed": 0,
@@ -393,6 +398,7 @@ class CompileCacheSession:
         spec_path = root.phases / f"{phase}-spec.json"
         spec_path.write_text(json.dumps(spec))
         env = phase_env(os.environ, root, self.settings.threads, spec_path, job)
+        env.update(env_extra or {})
         invocation = Path(self.config.invocation_params.dir)
         if phase != "warm":
             share_precompiled_headers(root, env, self._pch_dir())

@@ -18,6 +18,8 @@ from pytest_compilecache.compare import USABLE_REL
 
 LAYERS = ("dynamo_pgo", "aot_autograd", "fx_graph", "kernels", "autotune")
 KEYED = ("aot_autograd", "fx_graph")
+# verdicts that fail nothing: n/a is a warm-start path this torch or workload cannot take
+OK_VERDICTS = ("pass", "recorded", "n/a")
 # warm-vs-cold differences below this are the size of reordered float atomics, not of a
 # wrong kernel (seen on an H200: 1.8e-7 in BERT's embedding grad, 4.2e-7 in MobileNet's)
 TINY_DIFF = 1e-5
@@ -91,10 +93,13 @@ def recorded(nodeid: str, cold: Dict[str, Any], timings: Dict[str, Optional[floa
 
 def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs.Snapshot,
           warm_new: List[str], timings: Dict[str, Optional[float]],
-          triton_dir: Optional[Path] = None, cold_is_other_code: bool = False) -> CheckResult:
+          triton_dir: Optional[Path] = None, cold_is_other_code: bool = False,
+          carrier: Optional[Carrier] = None) -> CheckResult:
     """`cold_is_other_code`: the deploy scenario, whose cold run was another commit: its
     numbers may legitimately differ (new weights, a fixed bug), so only compiled vs
-    eager of this commit can show a stale entry there."""
+    eager of this commit can show a stale entry there. `carrier`: what the warm process
+    started from instead of the cold one's directories (a path of --compile-cache-via),
+    named as what did not carry the kernels the warm process rebuilt."""
     cold_files = fs.by_layer(cold_snap)
     warm_files = fs.by_layer(warm_new)
     saved = fs.saved_keys(cold_snap)
@@ -105,7 +110,7 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
                       versions=warm.get("versions") or {}, timings=timings,
                       job_id={p: r["job_id"] for p, r in (("cold", cold), ("warm", warm))
                               if r.get("job_id")})
-    precompiled = _count(wc, "dynamo_cache", "dynamo_cache_hit") > 0
+    precompiled = counter(wc, "dynamo_cache", "dynamo_cache_hit") > 0
     for layer in KEYED:
         res.layers[layer] = _keyed_layer(layer, cc, wc, config.get(layer), saved, precompiled)
     res.layers["dynamo_pgo"] = _pgo_layer(cc, wc, config.get("dynamo_pgo"))
@@ -120,6 +125,8 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
         if lv.state in ("hit", "n/a"):
             lv.state = "miss"
             lv.reasons.append(f"the warm run wrote {len(paths)} new file(s) for this layer")
+        if layer == "kernels" and carrier:
+            lv.reasons.insert(0, rebuilt_kernels(paths, carrier))
     if triton_dir is not None and warm_files.get("kernels"):
         _explain_identical_recompiles(res.layers["kernels"], fs.identical_triton_recompiles(
             triton_dir, warm_files["kernels"]), cc, wc)
@@ -140,7 +147,58 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
     return res
 
 
-def _count(rec: Dict[str, Any], group: str, name: str) -> int:
+@dataclass(frozen=True)
+class Carrier:
+    """What a warm process started from instead of the cold one's directories."""
+    name: str      # "the mega-cache"
+    why: str = ""  # what torch is known to leave out of it, with the issues that say so
+
+
+def rebuilt_kernels(paths: List[str], carrier: Carrier) -> str:
+    objects = [p for p in paths if p.endswith(".so")]
+    return (f"the warm process rebuilt {len(objects)} C++ kernel object(s) and "
+            f"{len(paths) - len(objects)} other kernel file(s) that {carrier.name} did not "
+            f"carry" + (f" ({carrier.why})" if carrier.why else "") + ": "
+            + ", ".join(p.rsplit("/", 1)[-1] for p in (objects or paths)[:5]))
+
+
+def judge_loaded(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], warm_new: List[str],
+                 timings: Dict[str, Optional[float]], carrier: Carrier) -> CheckResult:
+    """A warm process that loaded a compiled artifact instead of calling torch.compile
+    (aot, aoti): it must compile nothing at all, and write no kernel. The cache layers
+    are not how it starts warm, so each says n/a, except the kernels it rebuilt."""
+    wc = warm.get("cache") or {}
+    res = CheckResult(nodeid=nodeid, verdict="pass", device=warm.get("device"),
+                      device_name=warm.get("device_name"), form=warm.get("form"),
+                      versions=warm.get("versions") or {}, timings=timings)
+    for layer in LAYERS:
+        res.layers[layer] = LayerVerdict(state="n/a",
+                                         reasons=[f"not used: {carrier.name} is loaded"])
+    events = {"Dynamo frame(s) traced": counter(wc, "frames", "total"),
+              "FX graph cache miss(es)": counter(wc, "inductor", "fxgraph_cache_miss"),
+              "AOTAutograd cache miss(es)": counter(wc, "aot_autograd", "autograd_cache_miss"),
+              "Triton kernel(s) compiled": (wc.get("kernels") or {}).get("triton_compiled") or 0}
+    compiled = [f"{n} {what}" for what, n in events.items() if n]
+    if compiled:
+        res.problems.append(f"compile: the warm process compiled after loading {carrier.name}: "
+                            + ", ".join(compiled))
+    kernels = fs.by_layer(warm_new).get("kernels") or []
+    if kernels:
+        lv = res.layers["kernels"]
+        lv.state, lv.files, lv.warm = "miss", kernels, f"{len(kernels)} new file(s)"
+        lv.reasons = [rebuilt_kernels(kernels, carrier)]
+        res.problems.append(f"kernels: miss - {lv.reasons[0]}")
+    other = [p for p in warm_new if p not in kernels]
+    if other:
+        res.notes.append(f"the warm process wrote {len(other)} other file(s) into its cache "
+                         f"root: " + ", ".join(other[:5]))
+    _outputs(res, cold, warm)
+    if res.problems:
+        res.verdict = "fail"
+    return res
+
+
+def counter(rec: Dict[str, Any], group: str, name: str) -> int:
     return int(((rec.get("counters") or {}).get(group) or {}).get(name, 0))
 
 
@@ -233,8 +291,8 @@ def never_saved_cause(layer: str, cold_entry: Dict[str, Any], cold_rec: Dict[str
                     ".backward()). Serve it under torch.no_grad()/torch.inference_mode(), or "
                     "run a backward in the check (ModelCase(train=True))")
         return "cold missed and wrote no entry (the save failed or was skipped)"
-    errs = _count(cold_rec, "inductor", "fxgraph_cache_pickle_error") + \
-        _count(cold_rec, "inductor", "fxgraph_cache_write_error")
+    errs = counter(cold_rec, "inductor", "fxgraph_cache_pickle_error") + \
+        counter(cold_rec, "inductor", "fxgraph_cache_write_error")
     if errs:
         return f"cold could not write the entry ({errs} pickle/write error(s))"
     return "cold missed and wrote no entry"
@@ -351,8 +409,8 @@ def _explain_identical_recompiles(lv: LayerVerdict, twins: List[Dict[str, str]],
 
 def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str]) -> LayerVerdict:
     def benches(rec: Dict[str, Any]) -> int:
-        return (_count(rec, "inductor", "select_algorithm_autotune")
-                + _count(rec, "inductor", "coordesc_tuning_bench")
+        return (counter(rec, "inductor", "select_algorithm_autotune")
+                + counter(rec, "inductor", "coordesc_tuning_bench")
                 + sum(1 for s in (rec.get("kernels") or {}).get("autotune_cache_states", [])
                       if s == "miss"))
 

@@ -26,3 +26,19 @@ def test_no_new_triton_dirs_means_nothing_to_explain(tmp_path):
     _kernel_dir(tmp_path / "triton", "COLDAAA", b"\x01")
     assert fs.identical_triton_recompiles(tmp_path / "triton", ["inductor/fxgraph/x"]) == []
     assert fs.identical_triton_recompiles(tmp_path / "missing", ["triton/A/k.cubin"]) == []
+
+
+def test_cpu_capability_probes_are_told_apart_from_kernels_by_their_source(tmp_path):
+    ind = tmp_path / "inductor"
+    (ind / "3g").mkdir(parents=True)
+    (ind / "ab").mkdir()
+    # the text torch/_inductor/cpu_vec_isa.py compiles to probe the CPU
+    (ind / "3g" / "cprobe.cpp").write_text(
+        'extern "C" __m512bh __avx512_bf16_chk_kernel(__m512 a, __m512 b) {}')
+    (ind / "3g" / "cprobe.so").write_bytes(b"\x7fELF")
+    (ind / "ab" / "ckernel.cpp").write_text('extern "C" void kernel(const float* in_ptr0) {}')
+    (ind / "ab" / "ckernel.so").write_bytes(b"\x7fELF")
+    new = sorted(fs.snapshot({"inductor": ind}))
+    assert fs.cpu_capability_probes({"inductor": str(ind)}, new) == {
+        "inductor/3g/cprobe.cpp", "inductor/3g/cprobe.so"}
+    assert fs.cpu_capability_probes({}, new) == set()  # the root unknown: nothing excused

@@ -66,8 +66,10 @@ def test_via_goes_with_neither_deploy_nor_recording(pytester: pytest.Pytester) -
 def test_every_path_option_has_a_scenario() -> None:
     from pytest_compilecache import options, scenarios
 
+    from pytest_compilecache import warmstart
+
     vias = {cls.via for cls in scenarios.REGISTRY.values()}
-    assert set(options.VIAS) == vias
+    assert set(options.VIAS) == vias == set(warmstart.REGISTRY)
 
 
 def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:

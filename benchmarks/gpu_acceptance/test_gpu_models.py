@@ -17,6 +17,12 @@ def resnet18_training():
 
 
 @pytest.fixture
+def resnet18_inference():
+    model = torchvision.models.resnet18()
+    return ModelCase(model, example_inputs=(torch.randn(16, 3, 224, 224),))
+
+
+@pytest.fixture
 def vit_tiny_inference():
     timm = pytest.importorskip("timm")
     model = timm.create_model("vit_tiny_patch16_224", pretrained=False)
@@ -63,6 +69,11 @@ def test_bert_mlm_training(bert_mlm_training):
 
 @pytest.mark.compile_cache
 def test_resnet18_training(resnet18_training):
+    ...
+
+
+@pytest.mark.compile_cache
+def test_resnet18_inference(resnet18_inference):
     ...
 
 
