@@ -111,7 +111,10 @@ def path_table(results: Sequence[CheckResult]) -> List[str]:
     head, rows = paths
     return [f"### {rp.WARM_START_TITLE[0].upper()}{rp.WARM_START_TITLE[1:-1]}", "",
             "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
-            *(f"| `{_escape(row[0])}` | " + " | ".join(row[1:]) + " |" for row in rows)]
+            *(f"| `{_escape(row[0])}` | " + " | ".join(row[1:]) + " |" for row in rows),
+            *(["", *(f"- `{_escape(r.label)}`: n/a, {_escape(_cut(r.notes[0], 240))}"
+                     for r in results if r.verdict == "n/a" and r.notes)]
+              if any(r.verdict == "n/a" for r in results) else [])]
 
 
 def drift_table(results: Sequence[CheckResult]) -> List[str]:

@@ -277,6 +277,11 @@ class Settings:
             raise ValueError("--compile-cache-via checks warm starts of this commit; it goes "
                              "with neither --compile-cache-baseline-warm nor "
                              "--compile-cache-manifest-only")
+        if "local" not in values.get("via", ("local",)) and (values.get("baseline")
+                                                            or values["repeat"]):
+            raise ValueError("--compile-cache-baseline and --compile-cache-repeat compare the "
+                             "keys of the local restart's cold run: add local to "
+                             "--compile-cache-via")
         return cls(check=bool(config.getoption("compile_cache_check")), **values)
 
 

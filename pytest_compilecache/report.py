@@ -124,6 +124,8 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
         lines += ["", WARM_START_TITLE]
         lines += ["  ".join(f"{c:<{w}}" for c, w in zip(row, widths)).rstrip()
                   for row in [paths[0], *paths[1]]]
+        lines += [f"n/a: {r.label}: " + _cut(r.notes[0] if r.notes else "", 240)
+                  for r in results if r.verdict == "n/a"]
     drifted = [r for r in results if r.drift]
     if drifted:
         lines.append(f"keys against the baseline {drifted[0].drift.get('base')}:")
@@ -162,6 +164,10 @@ def warm_start_by_path(results: Sequence[CheckResult]
         cells.setdefault(r.nodeid, {})[r.via] = warm_start_seconds(r)
     return (["check", *vias],
             [[nodeid, *(row.get(v, "-") for v in vias)] for nodeid, row in cells.items()])
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _widths(table: Tuple[List[str], List[List[str]]]) -> List[int]:

@@ -61,6 +61,11 @@ def test_via_goes_with_neither_deploy_nor_recording(pytester: pytest.Pytester) -
                                            "--compile-cache-manifest-only")
     result.stderr.fnmatch_lines(["*--compile-cache-via checks warm starts of this commit*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result = pytester.runpytest_subprocess("--compile-cache-check", "--compile-cache-via=aoti",
+                                           "--compile-cache-repeat")
+    result.stderr.fnmatch_lines(["*compare the keys of the local restart's cold run: add "
+                                 "local to --compile-cache-via*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
 def test_every_path_option_has_a_scenario() -> None:
