@@ -13,7 +13,8 @@ from pytest_compilecache.manifest import changed_components, drift_lines
 from pytest_compilecache.verdict import LAYERS, CheckResult
 
 SCHEMA = "pytest-compilecache/report"
-SCHEMA_VERSION = 1
+# 2: the verdict n/a (a warm-start path torch or the workload cannot take), its count
+SCHEMA_VERSION = 2
 _SHORT = {"dynamo_pgo": "pgo", "aot_autograd": "aot", "fx_graph": "fx", "kernels": "kernels",
           "autotune": "autotune"}
 

@@ -34,7 +34,7 @@ def write(path: Path, data) -> str:
 @pytest.mark.parametrize("data, says", [
     ("{not json", "cannot read"),
     ({"hello": 1}, "neither a pytest-compilecache report nor a key manifest"),
-    (report([], version=2), "newer pytest-compilecache (report schema_version 2, this one reads 1)"),
+    (report([], version=3), "newer pytest-compilecache (report schema_version 3, this one reads 2)"),
     (report({"a": 1}), "'checks' is not a list"),
     (report([{"nodeid": "t.py::test_a"}]), "checks[0] (t.py::test_a) has no valid verdict: None"),
     ({**mf.new_manifest({"sha": "abc"}, ENV), "schema_version": 7}, "manifest schema_version 7"),
