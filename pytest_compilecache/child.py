@@ -120,8 +120,9 @@ class ChildPlugin:
                 {k: Path(v) for k, v in self.spec["watched"].items()})
 
     def save_artifact(self) -> None:
-        if self.spec.get("artifact") == "save":
-            with self.step(f"saving the {self.path.name} artifact"):
+        """After the workload: the cold process saves; either records what it did."""
+        if self.spec.get("artifact"):
+            with self.step(f"recording the {self.path.name} path after the workload"):
                 self.path.after(self.spec["phase"], self.artifact_path, self.artifact)
 
     # -- the check -----------------------------------------------------------------
@@ -145,7 +146,7 @@ class ChildPlugin:
             prefix = f"case{i}." if len(cases) > 1 else ""
             model, inputs, ckw = wl.prepare_case(case, self.device or "cpu")
             prepared.append((prefix, case, model, inputs, ckw, wl.snapshot_state(model)))
-        with self.path.watching(self.artifact):
+        with self.path.watching(self.artifact, self.device or "cpu"):
             self.observer.start()  # imports torch._dynamo: part of setup, not of the workload
             self.mark("workload_start")  # a warm start begins with loading the artifact
             phase = self.spec["phase"]
@@ -324,7 +325,7 @@ class BodyHooks:
         o.result["form"] = "test_body"
         if o.result["error"]:
             raise RuntimeError(o.result["error"])
-        with o.path.watching(o.artifact):
+        with o.path.watching(o.artifact, o.device or "cpu"):
             skip = o.path_not_applicable(None)
             o.recorder.reset()
             o.recorder.active = True

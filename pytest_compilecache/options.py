@@ -105,7 +105,7 @@ def parse_job_id(value: str) -> str:
 
 
 # the warm-start paths of scenarios.REGISTRY and warmstart.REGISTRY (a test keeps them in sync)
-VIAS = ("local", "mega", "precompile", "aot", "aoti")
+VIAS = ("local", "mega", "precompile", "aot", "aoti", "remote")
 
 
 def parse_via(value: str) -> Tuple[str, ...]:
@@ -142,8 +142,13 @@ _VALUED = (
      "empty cache root at another path and loaded there: mega "
      "(torch.compiler.save_cache_artifacts, torch 2.7+), precompile (the same with "
      "TORCH_CACHING_PRECOMPILE=1, 2.9+), aot (aot_compile + save_compiled_function, "
-     "ModelCase, fullgraph), aoti (torch.export + AOTInductor package, ModelCase inference); "
+     "ModelCase, fullgraph), aoti (torch.export + AOTInductor package, ModelCase inference), "
+     "remote (torch's Redis remote caches: a new machine with an empty disk); "
      "comma-separated"),
+    ("redis", "string", None, str,
+     "HOST:PORT of the Redis server the remote path uses (default: a private redis-server "
+     "per session, emptied before each check's cold run; your own server's existing "
+     "entries may warm a cold run)"),
     ("threads", "string", None, parse_threads,
      "CPU thread count fixed for both phases (OMP_NUM_THREADS; part of the cache key on "
      "torch 2.13); default: OMP_NUM_THREADS or the core count"),
@@ -179,7 +184,8 @@ _VALUED = (
      "(internal) JSON file listing the node ids a recording session runs"),
 )
 # what --help shows after "=" where the option's last word would not say it
-_METAVARS = {"jobs-per-gpu": "K", "via": "PATHS", "job-id": "inherit|per-check|VALUE", "baseline": "REF",
+_METAVARS = {"jobs-per-gpu": "K", "via": "PATHS", "redis": "HOST:PORT",
+             "job-id": "inherit|per-check|VALUE", "baseline": "REF",
              "allow-drift": "PATTERNS",
              "shard": "I/N", "shard-times": "REPORT", "select": "FILE",
              "warm-tolerance": "ATOL,RTOL", "eager-tolerance": "ATOL,RTOL"}
@@ -245,6 +251,7 @@ class Settings:
     shard_times: Optional[str] = None
     warm_on_other_gpu: bool = False
     via: Tuple[str, ...] = ("local",)
+    redis: Optional[str] = None
 
     @classmethod
     def from_config(cls, config: Any) -> "Settings":

@@ -67,6 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         found = preflight.problems(settings.report, session.store_path, settings.store,
                                    settings.root)
+        found += preflight.remote_problems(settings.via, settings.redis)
         if found:
             raise pytest.UsageError("\n".join(found))
         fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)

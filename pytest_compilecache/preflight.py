@@ -59,3 +59,25 @@ def problems(report: Optional[str], store: Optional[Path], store_option: Optiona
             out.append(f"--compile-cache-root={root}: {why}; choose a writable directory "
                        f"for the checks' cache roots")
     return out
+
+
+def remote_problems(via: "tuple[str, ...]", redis: Optional[str]) -> List[str]:
+    """The remote path needs a server (redis-server on PATH, or --compile-cache-redis)
+    and, in the phase children, the `redis` client torch imports: found without
+    importing anything."""
+    import importlib.util
+    import shutil
+
+    from pytest_compilecache.redis_server import INSTALL_HINT
+
+    if "remote" not in via:
+        return []
+    out = []
+    if importlib.util.find_spec("redis") is None:
+        out.append("--compile-cache-via=remote: torch's remote caches need the redis client "
+                   "package in this environment: pip install 'pytest-compilecache[remote]'")
+    if not redis and shutil.which("redis-server") is None:
+        out.append("--compile-cache-via=remote: no redis-server on PATH to start a private "
+                   "one; " + INSTALL_HINT + ", or point --compile-cache-redis=HOST:PORT at "
+                   "your own server")
+    return out

@@ -44,6 +44,17 @@ class Scenario:
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
         raise NotImplementedError
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> "Scenario":
+        return cls()
+
+    def phase_env(self, plan: PhasePlan) -> Dict[str, str]:
+        """What this path sets in a phase's environment (before the phase runs)."""
+        return dict(plan.env)
+
+    def close(self) -> None:
+        """The session ends: stop what this scenario started."""
+
     def goes_on(self, rec: Dict[str, Any]) -> bool:
         """After a phase that ran: whether the next phase runs."""
         return True
@@ -250,6 +261,87 @@ def last_exception(traceback_text: str) -> str:
 _EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*: ")
 
 
+class RemoteCaches(ArtifactPath):
+    """torch's Redis remote caches: the cold process (empty local root) writes through to
+    the server; the warm process, on another empty local root, must hit every layer that
+    has a remote cache through it. A private server is started on first use and emptied
+    before each check's cold run; a user's own server (--compile-cache-redis) is neither."""
+    name = via = "remote"
+    carrier = Carrier("the Redis server", "torch's remote caches hold FX graphs, AOTAutograd "
+                                          "entries, autotune results and PGO profiles, not "
+                                          "compiled kernels outside an FX entry's bundle")
+    # torch's remote cache classes (torch/_inductor/remote_cache.py) and their layers
+    LAYER_OF = {"RemoteFxGraphCache": "fx_graph", "RemoteAOTAutogradCache": "aot_autograd",
+                "RemoteAutotuneCache": "autotune", "RemoteBundledAutotuneCache": "autotune",
+                "RemoteDynamoPGOCache": "dynamo_pgo"}
+    # the autotune ones are switched on in the child, on CUDA only (warmstart.py)
+    ENV = {"TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "1",
+           "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "1"}
+
+    def __init__(self, address: Optional[str] = None) -> None:
+        self.address = address
+        self.server: Any = None
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "Scenario":
+        return cls(getattr(settings, "redis", None))
+
+    def phase_env(self, plan: PhasePlan) -> Dict[str, str]:
+        from pytest_compilecache.redis_server import RedisServer
+
+        if self.server is None:
+            self.server = (RedisServer.users(self.address) if self.address
+                           else RedisServer.start())
+        if plan.name == "cold":
+            self.server.flush()  # a private server: nobody's entries warm this cold run
+        return {**self.ENV, **self.server.env()}
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    def carried(self, cold_art: Dict[str, Any], loaded: fs.Snapshot) -> str:
+        puts = ", ".join(f"{n} {v.get('put', 0)}" for n, v in (cold_art.get("remote") or {}).items()
+                         if v.get("put") and n in self.LAYER_OF)
+        where = (f"a private redis-server at {self.server.address}" if self.server is not None
+                 and self.server.owned else f"your Redis server at {self.address} (its "
+                 f"existing entries may have warmed the cold run)")
+        return f"remote: {where}; the cold process put {puts or 'nothing'}"
+
+    def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
+             timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
+        res = super().rule(nodeid, recs, snaps, warm_new, timings, triton_dir)
+        cold_r = (recs["cold"].get("artifact") or {}).get("remote") or {}
+        warm_r = (recs["warm"].get("artifact") or {}).get("remote") or {}
+        for name in sorted(set(cold_r) | set(warm_r)):
+            if name not in self.LAYER_OF:  # torch's in-process and backend tallies
+                continue
+            c, w = cold_r.get(name) or {}, warm_r.get(name) or {}
+            layer = self.LAYER_OF[name]
+            local = warm_r.get(name.replace("Remote", "Local", 1)) or {}
+            res.notes.append(f"remote {layer} ({name}): cold put {c.get('put', 0)}; warm hit "
+                             f"{w.get('hit', 0)}, miss {w.get('miss', 0)} (its empty local "
+                             f"disk: miss {local.get('miss', 0)})")
+            if w.get("exception") or c.get("exception"):
+                res.problems.append(f"remote {layer}: {name} raised {c.get('exception', 0)} "
+                                    f"exception(s) cold and {w.get('exception', 0)} warm")
+            elif c.get("put") and w.get("miss") and not w.get("hit"):
+                res.problems.append(f"remote {layer}: the warm process missed {name} "
+                                    f"{w['miss']} time(s) and hit it never, though the cold "
+                                    f"one put {c['put']} entr(ies)")
+            elif w.get("miss") and not c.get("put"):
+                res.problems.append(f"remote {layer}: the warm process missed {name} "
+                                    f"{w['miss']} time(s): the server holds nothing the cold "
+                                    f"process put there")
+        if self.server is not None and self.server.keys() is None:
+            res.problems.insert(0, f"remote: the Redis server at {self.server.address} did "
+                                   f"not answer after the warm phase: the remote caches were "
+                                   f"unreachable")
+        if res.problems:
+            res.verdict = "fail"
+        return res
+
+
 class _Loaded(ArtifactPath):
     """The artifact replaces torch.compile in the warm process: nothing may compile."""
 
@@ -278,14 +370,14 @@ class AOTInductor(_Loaded):
 
 REGISTRY: Dict[str, Type[Scenario]] = {
     s.name: s for s in (LocalRestart, Deploy, RecordKeys, MegaCache, CachingPrecompile,
-                         AOTCompiled, AOTInductor)}
+                         AOTCompiled, AOTInductor, RemoteCaches)}
 
 
 def for_settings(settings: Any) -> List[Scenario]:
     """The scenarios the options ask for: recording, the deploy scenario, or each
     warm-start path of --compile-cache-via (default: the local restart alone)."""
     if settings.manifest_only:
-        return [REGISTRY["record"]()]
+        return [REGISTRY["record"].from_settings(settings)]
     if settings.baseline_warm:
-        return [REGISTRY["deploy"]()]
-    return [REGISTRY[v]() for v in settings.via]
+        return [REGISTRY["deploy"].from_settings(settings)]
+    return [REGISTRY[v].from_settings(settings) for v in settings.via]

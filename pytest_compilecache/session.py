@@ -225,7 +225,7 @@ class CompileCacheSession:
                      "cold_outputs": str(root.phases / "cold-outputs.pt"), "via": scenario.via} \
                 if plan.artifact else {}
             rec, failure = self._run_phase(item, where, phase, timings, tree=tree, extra=extra,
-                                           env_extra=dict(plan.env))
+                                           env_extra=scenario.phase_env(plan))
             if failure is not None:
                 result = scenario.failed(phase, rec, failure)
                 if damage:  # the warm run's crash follows from the damaged cache
@@ -542,6 +542,8 @@ class CompileCacheSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        for scenario in self.__dict__.get("scenarios") or []:  # those that ran
+            scenario.close()
         if self._shared_pch is not None:
             shutil.rmtree(self._shared_pch, ignore_errors=True)
         if self._baseline is not None:

@@ -45,8 +45,8 @@ class WarmStart:
         """After the workload: the cold process saves the artifact."""
 
     @contextlib.contextmanager
-    def watching(self, info: Info) -> Iterator[None]:
-        """Around the whole phase: what torch says about this path."""
+    def watching(self, info: Info, device: str) -> Iterator[None]:
+        """Around the workload and the save: what torch says about this path."""
         yield
 
 
@@ -122,7 +122,7 @@ class CachingPrecompile(MegaCache):
         return super().not_applicable(form, case)
 
     @contextlib.contextmanager
-    def watching(self, info: Info) -> Iterator[None]:
+    def watching(self, info: Info, device: str) -> Iterator[None]:
         said: List[str] = info.setdefault("torch_said", [])
         handler = _Collect(said)
         logger = logging.getLogger("torch._dynamo")
@@ -131,6 +131,39 @@ class CachingPrecompile(MegaCache):
             yield
         finally:
             logger.removeHandler(handler)
+
+
+class RemoteCaches(WarmStart):
+    """torch's Redis remote caches (the controller sets the env: FX graph, AOTAutograd,
+    autotune, PGO, and the server's address). What this process got from and put into
+    each remote cache, from torch._inductor.remote_cache.cache_stats (2.6+)."""
+    name = "remote"
+
+    def not_applicable(self, form: str, case: Any) -> Optional[str]:
+        import torch
+
+        try:
+            from torch._inductor.remote_cache import cache_stats  # noqa: F401
+        except ImportError:
+            return f"torch {torch.__version__} keeps no remote cache statistics (2.6+)"
+        return None
+
+    @contextlib.contextmanager
+    def watching(self, info: Info, device: str) -> Iterator[None]:
+        """The autotune remote caches only on CUDA: they key on the Triton backend, and
+        on CPU torch 2.13 fails an assert building that key (autotune_cache.py)."""
+        import torch
+
+        with torch._inductor.config.patch(autotune_remote_cache=device == "cuda",
+                                          bundled_autotune_remote_cache=device == "cuda"):
+            yield
+
+    def after(self, phase: str, path: Path, info: Info) -> None:
+        from torch._inductor.remote_cache import cache_stats
+
+        info["remote"] = {name: {"hit": s.hit, "miss": s.miss, "put": s.put,
+                                 "exception": s.exception}
+                          for name, s in sorted(cache_stats._stats.items())}
 
 
 class _AOTBase(WarmStart):
@@ -284,4 +317,4 @@ def _artifact_counts(cache_info: Any) -> Dict[str, int]:
 
 REGISTRY: Dict[str, Type[WarmStart]] = {
     h.name: h for h in (WarmStart, MegaCache, CachingPrecompile, AOTCompiledFunction,
-                        AOTInductorPackage)}
+                        AOTInductorPackage, RemoteCaches)}

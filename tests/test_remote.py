@@ -1,0 +1,125 @@
+"""The remote path (--compile-cache-via=remote) against a real redis-server: a round trip
+through the plugin's private server, and a user's server that dies or is emptied
+between the cold and the warm process (real CPU compiles, torch 2.13)."""
+from __future__ import annotations
+
+import shutil
+from typing import Iterator
+
+import pytest
+
+from conftest import RepoRun, run_repo
+from pytest_compilecache.redis_server import RedisServer, alive
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("redis-server") is None,
+                                 reason="no redis-server (.ci/run installs Debian's package)")]
+
+
+def _tests(*widths: int) -> str:
+    """A Linear per test, each of another width: their cache keys differ, so one check's
+    entries on a shared server never warm another's cold run."""
+    out = "import pytest\nimport torch\n\nfrom pytest_compilecache import ModelCase\n"
+    for w in widths:
+        out += f'''
+
+@pytest.fixture
+def linear{w}():
+    return ModelCase(torch.nn.Linear(16, {w}), example_inputs=(torch.randn(4, 16),))
+
+
+@pytest.mark.compile_cache
+def test_linear{w}(linear{w}):
+    ...
+'''
+    return out
+
+
+# between the phases: the user's server is emptied (test_linear5) or shut down (test_linear6)
+CONFTEST = '''
+import os
+import socket
+
+
+def _say(*words):
+    host, port = os.environ["TEST_REDIS"].split(":")
+    req = "*%d\\r\\n" % len(words) + "".join("$%d\\r\\n%s\\r\\n" % (len(w), w) for w in words)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(req.encode())
+        s.recv(100)
+
+
+def pytest_compilecache_between_phases(item, cache_root):
+    if item.name == "test_linear5":
+        _say("FLUSHALL")
+    if item.name == "test_linear6":
+        _say("SHUTDOWN", "NOSAVE")
+'''
+
+
+@pytest.fixture(scope="module")
+def private(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
+    return run_repo(tmp_path_factory.mktemp("repo_remote"), {"test_remote.py": _tests(4)},
+                    "--compile-cache-via=remote")
+
+
+@pytest.fixture(scope="module")
+def users_server() -> Iterator[RedisServer]:
+    server = RedisServer.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory, users_server: RedisServer) -> RepoRun:
+    return run_repo(tmp_path_factory.mktemp("repo_remote_users"),
+                    {"test_remote.py": _tests(5, 6), "conftest.py": CONFTEST},
+                    "--compile-cache-via=remote", f"--compile-cache-redis={users_server.address}",
+                    env={"TEST_REDIS": users_server.address})
+
+
+def _check(run: RepoRun, name: str) -> dict:
+    [c] = [c for c in run.report["checks"] if c["nodeid"].endswith(f"::{name}")]
+    return c
+
+
+def test_a_new_machine_starts_warm_from_redis(private: RepoRun) -> None:
+    c = _check(private, "test_linear4")
+    assert c["verdict"] == "pass", private.out[-3000:]
+    assert c["via"] == "remote"
+    notes = "\n".join(c["notes"])
+    # the warm process's local disk was empty: both layers came through the server
+    assert "remote fx_graph (RemoteFxGraphCache): cold put 1; warm hit 1, miss 0 " \
+           "(its empty local disk: miss 1)" in notes, notes
+    assert "remote aot_autograd (RemoteAOTAutogradCache): cold put 1; warm hit 1" in notes
+    assert c["layers"]["fx_graph"]["state"] == "hit"
+    assert c["outputs"]["warm_vs_cold"]["ok"] and c["outputs"]["warm_vs_eager"]["ok"]
+    # the plugin's own server: started for the session, stopped with it
+    [port] = [n.split("127.0.0.1:")[1].split(";")[0] for n in c["notes"]
+              if "a private redis-server at 127.0.0.1:" in n]
+    assert not alive("127.0.0.1", int(port))
+
+
+def test_an_emptied_server_is_named_as_remote_misses(shared: RepoRun) -> None:
+    c = _check(shared, "test_linear5")
+    assert c["verdict"] == "fail"
+    assert ("remote fx_graph: the warm process missed RemoteFxGraphCache 1 time(s) and hit "
+            "it never, though the cold one put 1 entr(ies)") in c["problems"], c["problems"]
+    assert any("your Redis server at" in n and "may have warmed the cold run" in n
+               for n in c["notes"])
+
+
+def test_a_server_that_dies_between_phases_fails_without_hanging(shared: RepoRun) -> None:
+    c = _check(shared, "test_linear6")
+    assert c["verdict"] == "fail", shared.out[-3000:]
+    assert c["problems"][0].startswith("remote: the Redis server at ") and \
+        "did not answer after the warm phase" in c["problems"][0], c["problems"]
+    assert c["timings"]["warm_process_s"] < 120
+
+
+def test_without_a_server_the_remote_path_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    pytester.monkeypatch.setenv("PATH", str(pytester.path))  # no redis-server on it
+    result = pytester.runpytest_subprocess("--compile-cache-check", "--compile-cache-via=remote")
+    result.stderr.fnmatch_lines(["*no redis-server on PATH*apt-get install redis-server*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
