@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Type
 
 from pytest_compilecache import files as fs
-from pytest_compilecache.verdict import Carrier, CheckResult, counter, judge, judge_loaded, recorded
+from pytest_compilecache.verdict import (Carrier, CheckResult, autotune_benchmarks, counter, judge,
+                                         judge_loaded, recorded)
 
 Records = Dict[str, Dict[str, Any]]     # phase name -> what its child recorded
 Snapshots = Dict[str, fs.Snapshot]      # phase name -> the cache root's files after it
@@ -146,7 +147,8 @@ class ArtifactPath(Scenario):
         probes = fs.cpu_capability_probes(warm_art.get("watched") or {}, warm_new)
         warm_new = [p for p in warm_new if p not in probes]
         unpacked = self._unpacked_triton(recs["warm"], warm_new)
-        warm_new = [p for p in warm_new if p not in unpacked]
+        tuned = self._restored_autotune(recs["warm"], warm_new)
+        warm_new = [p for p in warm_new if p not in unpacked and p not in tuned]
         res = self.rule(nodeid, recs, snaps, warm_new, timings, triton_dir)
         res.via = self.via
         res.timings["warm_load_s"] = warm_art.get("load_s")
@@ -161,6 +163,10 @@ class ArtifactPath(Scenario):
                              f"artifact into its empty cache, and built {len(helpers)} driver "
                              f"stub(s) (cuda_utils, __triton_launcher: C, per kernel signature, "
                              f"in no artifact)")
+        if tuned:
+            res.notes.append(f"{len(tuned)} autotune result(s) (.best_config) written into the "
+                             f"empty cache from the artifact; the warm process benchmarked "
+                             f"nothing")
         res.notes.append(self.carried(cold_art, loaded))
         if cold_art.get("cold_ran") == "eager":
             res.notes.append(f"{self.via}: the cold process built the artifact and ran the "
@@ -180,6 +186,13 @@ class ArtifactPath(Scenario):
         if not kernels.get("triton_listener") or kernels.get("triton_compiled"):
             return []
         return [p for p in warm_new if p.startswith("triton/")]
+
+    @staticmethod
+    def _restored_autotune(warm: Dict[str, Any], warm_new: List[str]) -> List[str]:
+        """Autotune results a hit wrote out (a remote bundle, say) while no benchmark ran."""
+        if autotune_benchmarks(warm.get("cache") or {}):
+            return []
+        return [p for p in warm_new if fs.layer_of(p) == "autotune"]
 
     def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:

@@ -407,14 +407,16 @@ def _explain_identical_recompiles(lv: LayerVerdict, twins: List[Dict[str, str]],
             break
 
 
-def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str]) -> LayerVerdict:
-    def benches(rec: Dict[str, Any]) -> int:
-        return (counter(rec, "inductor", "select_algorithm_autotune")
-                + counter(rec, "inductor", "coordesc_tuning_bench")
-                + sum(1 for s in (rec.get("kernels") or {}).get("autotune_cache_states", [])
-                      if s == "miss"))
+def autotune_benchmarks(rec: Dict[str, Any]) -> int:
+    """Benchmarks a phase ran (a cache record): autotuning it did not get from a cache."""
+    return (counter(rec, "inductor", "select_algorithm_autotune")
+            + counter(rec, "inductor", "coordesc_tuning_bench")
+            + sum(1 for s in (rec.get("kernels") or {}).get("autotune_cache_states", [])
+                  if s == "miss"))
 
-    cb, wb = benches(cc), benches(wc)
+
+def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str]) -> LayerVerdict:
+    cb, wb = autotune_benchmarks(cc), autotune_benchmarks(wc)
     lv = LayerVerdict(state="hit", cold=f"{cb} benchmark(s)", warm=f"{wb} benchmark(s)")
     if not cb and not cold_files:
         lv.state, lv.reasons = "n/a", ["no autotuning ran cold (max-autotune off, or one config)"]
