@@ -117,9 +117,10 @@ def test_a_server_that_dies_between_phases_fails_without_hanging(shared: RepoRun
     assert c["timings"]["warm_process_s"] < 120
 
 
-def test_without_a_server_the_remote_path_is_a_usage_error(pytester: pytest.Pytester) -> None:
+def test_without_a_server_the_remote_path_is_a_usage_error(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
-    pytester.monkeypatch.setenv("PATH", str(pytester.path))  # no redis-server on it
+    monkeypatch.setenv("PATH", str(pytester.path))  # no redis-server on it
     result = pytester.runpytest_subprocess("--compile-cache-check", "--compile-cache-via=remote")
     result.stderr.fnmatch_lines(["*no redis-server on PATH*apt-get install redis-server*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
