@@ -76,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except OSError as e:
             raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
         session.owned_lock_dir = path if fresh else None
+        session.open_pch_dir()
         session.ledger = Ledger(open_results_dir())
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "compilecache-session")

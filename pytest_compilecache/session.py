@@ -33,6 +33,7 @@ from pytest_compilecache.scenarios import Scenario
 from pytest_compilecache.verdict import OK_VERDICTS, CheckResult, error_result
 
 MARKER = "compile_cache"
+PCH_DIR_ENV = "PYTEST_COMPILECACHE_PCH_DIR"
 # how running out of memory reads in a phase's error (Python, torch's CPU allocator, CUDA)
 _OUT_OF_MEMORY = ("MemoryError", "can't allocate memory", "OutOfMemoryError", "out of memory")
 
@@ -95,7 +96,7 @@ class CompileCacheSession:
         self.settings = settings
         self.launcher: Launcher = launcher or SubprocessLauncher()
         self.results: List[CheckResult] = []
-        self._shared_pch: Optional[Path] = None
+        self.owned_pch_dir: Optional[Path] = None  # made by this controller; removed at the end
         self._commit: Optional[Dict[str, Any]] = None
         self._baseline: Any = None  # baseline.Baseline, built on first use
         self._check_ids: List[str] = []
@@ -498,9 +499,16 @@ class CompileCacheSession:
             yield lease
 
     def _pch_dir(self) -> Path:
-        if self._shared_pch is None:
-            self._shared_pch = CacheRoot.create("shared-pch", self.settings.root).path
-        return self._shared_pch
+        """The controller's shared precompiled-header dir (xdist workers inherit it)."""
+        return Path(os.environ.get(PCH_DIR_ENV) or self.open_pch_dir())
+
+    def open_pch_dir(self) -> Path:
+        """Made by the controller before xdist starts its workers, removed by it at the
+        end: a worker that a SIGTERM ends early leaves nothing behind."""
+        if not os.environ.get(PCH_DIR_ENV):
+            self.owned_pch_dir = CacheRoot.create("shared-pch", self.settings.root).path
+            os.environ[PCH_DIR_ENV] = str(self.owned_pch_dir)
+        return Path(os.environ[PCH_DIR_ENV])
 
     def _child_argv(self, item: CheckItem, root: CacheRoot, phase: str,
                     tree: Optional[Path] = None) -> List[str]:
@@ -544,8 +552,9 @@ class CompileCacheSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         for scenario in self.__dict__.get("scenarios") or []:  # those that ran
             scenario.close()
-        if self._shared_pch is not None:
-            shutil.rmtree(self._shared_pch, ignore_errors=True)
+        if self.owned_pch_dir is not None:
+            shutil.rmtree(self.owned_pch_dir, ignore_errors=True)
+            os.environ.pop(PCH_DIR_ENV, None)
         if self._baseline is not None:
             self._baseline.close()
         if getattr(self.config, "workerinput", None) is not None:
