@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
+from pytest_compilecache import recompiles
 from pytest_compilecache import report as rp
 from pytest_compilecache.verdict import LAYERS, OK_VERDICTS, CheckResult
 
@@ -117,6 +118,21 @@ def path_table(results: Sequence[CheckResult]) -> List[str]:
               if any(r.verdict == "n/a" for r in results) else [])]
 
 
+RECOMPILE_LINES = 20
+
+
+def recompile_list(results: Sequence[CheckResult]) -> List[str]:
+    """What each check recompiled (recompiles.lines), at most RECOMPILE_LINES."""
+    rows = [f"- `{_escape(r.label)}`: {_escape(_cut(line, 400))}"
+            for r in results for line in recompiles.lines(r.dynamo or {})]
+    if not rows:
+        return []
+    if len(rows) > RECOMPILE_LINES:
+        rows = rows[:RECOMPILE_LINES] + [f"- … {len(rows) - RECOMPILE_LINES} more in the JSON "
+                                         f"report"]
+    return [f"### {rp.RECOMPILES_TITLE[0].upper()}{rp.RECOMPILES_TITLE[1:-1]}", "", *rows]
+
+
 def drift_table(results: Sequence[CheckResult]) -> List[str]:
     rows = []
     for r in results:
@@ -171,6 +187,7 @@ def render(data: Dict[str, Any], budget: int = SUMMARY_BUDGET_BYTES,
     head = title(data, results)
     drift = drift_table(results)
     paths = path_table(results)
+    recompiled = recompile_list(results)
     # (rows of passing checks?, lines per failure, failures shown), most detail first
     plans = [(True, FAILURE_LINES, len(failing)), (False, FAILURE_LINES, len(failing)),
              (False, 40, len(failing)), (False, 10, len(failing))]
@@ -180,6 +197,8 @@ def render(data: Dict[str, Any], budget: int = SUMMARY_BUDGET_BYTES,
         parts = ["\n".join(head), "\n".join(table(results, passing))]
         if paths:
             parts.append("\n".join(paths))
+        if recompiled:
+            parts.append("\n".join(recompiled))
         dropped = []
         if not passing and len(results) > len(failing):
             dropped.append(f"{len(results) - len(failing)} passing row(s)")

@@ -37,6 +37,38 @@ def parse_components(lines: Any) -> List[List[Any]]:
     return out
 
 
+# what a Dynamo frame compile's `compilation_metrics` event says of it (torch 2.5+;
+# recompile_reason 2.6+): the code object, and why it failed (the recompile limit)
+_FRAME_FIELDS = ("co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason",
+                 "recompile_reason")
+DYNAMO_LOGGER = "torch._dynamo.convert_frame"
+_LIMIT_MSG = "torch._dynamo hit config."
+
+
+def _cut(value: Any, limit: int = 1000) -> Any:
+    return value[:limit] if isinstance(value, str) else value
+
+
+class _LimitHandler(logging.Handler):
+    """Dynamo's warning that a code object reached its recompile limit (torch 2.5+:
+    `cache_size_limit`, 2.7+: `recompile_limit`): its later calls run eagerly."""
+
+    def __init__(self, sink: List[Dict[str, Any]]) -> None:
+        super().__init__(logging.WARNING)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not str(record.msg).startswith(_LIMIT_MSG):
+            return
+        args = record.args if isinstance(record.args, tuple) else ()
+        if len(args) >= 4:
+            self.sink.append({"limit": f"{args[0]} ({args[1]})", "function": str(args[2]),
+                              "reason": _cut(str(args[3]))})
+        else:
+            self.sink.append({"limit": record.getMessage().splitlines()[0][len(_LIMIT_MSG):],
+                              "function": None, "reason": None})
+
+
 class _TraceHandler(logging.Handler):
     WANT = ("fx_graph_cache", "aotautograd_cache", "triton_kernel_info", "recompile_reasons")
 
@@ -47,6 +79,11 @@ class _TraceHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         meta = getattr(record, "metadata", None)
         if not isinstance(meta, dict):
+            return
+        if isinstance(meta.get("compilation_metrics"), dict):  # one per Dynamo frame compile
+            m = meta["compilation_metrics"]
+            self.sink.append(("compilation_metrics", str(m.get("compile_id")),
+                              {k: _cut(m.get(k)) for k in _FRAME_FIELDS}))
             return
         art = meta.get("artifact")
         name = art.get("name") if isinstance(art, dict) else None
@@ -149,6 +186,7 @@ class CacheObserver:
         self.events: List[Any] = []
         self.aot_debug: Dict[str, List[str]] = {}
         self.triton_compiles: List[Dict[str, Any]] = []
+        self.limit_hits: List[Dict[str, Any]] = []
         self.triton_listener = False
         self._restore: List[Callable[[], None]] = []
         self._before: Dict[str, Dict[str, int]] = {}
@@ -187,6 +225,10 @@ class CacheObserver:
             al.propagate = old[1]
 
         self._restore.append(restore_aot)
+        dl = logging.getLogger(DYNAMO_LOGGER)
+        lh = _LimitHandler(self.limit_hits)
+        dl.addHandler(lh)  # its level and output stay the user's
+        self._restore.append(lambda: dl.removeHandler(lh))
         self._install_triton_listener()
         self._before = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
         self._t0 = time.perf_counter()
@@ -271,6 +313,13 @@ class CacheObserver:
                 out += [str(r) for r in (data if isinstance(data, list) else [data])]
         return out
 
+    def frame_compiles(self) -> Dict[str, Any]:
+        """Each Dynamo frame compile (its compile id, code object, recompile reason,
+        failure) and each recompile limit reached: see recompiles.py."""
+        out = [{"compile_id": cid, **data} for name, cid, data in self.events
+               if name == "compilation_metrics"]
+        return {"compiles": out, "limit_hits": list(self.limit_hits)}
+
     def kernel_info(self) -> Dict[str, Any]:
         autotune_states: List[str] = []
         via_triton = 0
@@ -296,4 +345,5 @@ class CacheObserver:
         return {"wall_s": round(self.wall_s, 3), "counters": self.counters(),
                 "graphs": self.graphs(), "kernels": self.kernel_info(),
                 "recompile_reasons": self.recompile_reasons(),
+                "dynamo": self.frame_compiles(),
                 "layer_config": layer_config()}

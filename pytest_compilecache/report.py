@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.files import write_json_atomic
+from pytest_compilecache import recompiles
 from pytest_compilecache.manifest import changed_components, drift_lines
 from pytest_compilecache.verdict import LAYERS, CheckResult
 
@@ -127,6 +128,10 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
                   for row in [paths[0], *paths[1]]]
         lines += [f"n/a: {r.label}: " + _cut(r.notes[0] if r.notes else "", 240)
                   for r in results if r.verdict == "n/a"]
+    recompiled = [(r, line) for r in results for line in recompiles.lines(r.dynamo or {})]
+    if recompiled:
+        lines += ["", RECOMPILES_TITLE]
+        lines += [f"  {r.label}: {line}" for r, line in recompiled]
     drifted = [r for r in results if r.drift]
     if drifted:
         lines.append(f"keys against the baseline {drifted[0].drift.get('base')}:")
@@ -141,6 +146,8 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
     return lines
 
 
+RECOMPILES_TITLE = ("recompiles (Dynamo traced a code object more than once; every restart "
+                    "traces it again, cache or not):")
 WARM_START_TITLE = ("warm start by path, seconds from loading the artifact to the first "
                     "result (the local restart: its warm run):")
 

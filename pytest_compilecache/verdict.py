@@ -56,6 +56,7 @@ class CheckResult:
     job_id: Dict[str, Any] = field(default_factory=dict)  # PGO job id per phase, and its source
     location: Dict[str, Any] = field(default_factory=dict)  # test file (rootdir-relative), line
     via: str = "local"  # the warm-start path checked (--compile-cache-via)
+    dynamo: Dict[str, Any] = field(default_factory=dict)  # per phase: recompiles.summarize
 
     @property
     def label(self) -> str:
@@ -139,6 +140,9 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
         lv = res.layers[name]
         if lv.state in ("miss", "bypass"):
             res.problems.append(f"{name}: {lv.state}" + (f" - {lv.reasons[0]}" if lv.reasons else ""))
+    from pytest_compilecache import recompiles  # it reads this module's types
+
+    recompiles.judge(res, cc, wc)
     if not any(lv.state == "hit" for lv in res.layers.values()) and not precompiled:
         res.problems.append("no cache events at all: the warm run hit no cache layer (caches "
                             "disabled, a backend other than inductor, or nothing compiled)")
@@ -319,6 +323,9 @@ def _pgo_layer(cc: Dict[str, Any], wc: Dict[str, Any], cfg: Optional[Dict[str, A
                             ["cold wrote PGO state but the warm run never read it "
                              "(TORCH_COMPILE_JOB_ID or cache_key_tag differ?)"])
     cold_n, warm_n = _compiles_per_frame(cc), _compiles_per_frame(wc)
+    # a frame recompiled on guards no profile addresses (a value, an object) is the
+    # recompile check's to report (recompiles.py), not PGO's
+    warm_n = {f: n for f, n in warm_n.items() if _pgo_addresses(wc, f)}
     for frame, n in sorted(warm_n.items()):
         if n > 1 and n >= cold_n.get(frame, 0):
             lv.state = "miss"
@@ -326,11 +333,17 @@ def _pgo_layer(cc: Dict[str, Any], wc: Dict[str, Any], cfg: Optional[Dict[str, A
                 f"frame {frame}: the profile was read yet warm recompiled it {n} times, as "
                 f"cold did: the saved profile did not apply (its CodeId differs per process, "
                 f"e.g. a closure on torch 2.12+ with Python <= 3.11)")
-    if sum(warm_n.values()) > sum(cold_n.values()):
+    if sum(warm_n.values()) > sum(cold_n.get(f, 0) for f in warm_n):
         lv.state = "miss"
         lv.reasons.append(f"warm compiled {sum(warm_n.values())} graphs, cold ended with "
                           f"{sum(cold_n.values())}")
     return lv
+
+
+def _pgo_addresses(rec: Dict[str, Any], frame: str) -> bool:
+    """Did `frame` recompile on a shape guard (or for reasons unknown)?"""
+    why = [r for r in rec.get("recompile_reasons") or [] if str(r).startswith(f"{frame}/")]
+    return not why or any(g in r for r in why for g in _SHAPE_GUARD)
 
 
 # Guard failures that automatic dynamic (and so saved PGO state) turns into one

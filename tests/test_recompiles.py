@@ -1,0 +1,143 @@
+"""Recompiles no cache can save: regional compilation (each repeated block compiled, the
+PyTorch recipe) whose blocks pass or fail each other's guards. Real CPU compiles
+(torch 2.13): one session, stacks of blocks, each compiled per block."""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import pytest
+
+from conftest import RepoRun, run_repo
+
+pytestmark = pytest.mark.slow
+
+TESTS = '''
+import pytest
+import torch
+
+
+class Block(torch.nn.Module):
+    def __init__(self, i, kind):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+        self.kind = kind
+        self.scale = float(i + 1)   # a Python float: automatic dynamic absorbs it
+        self.tag = f"block{i}"      # a string: a guard no dynamic shape absorbs
+
+    def forward(self, x):
+        if self.kind == "float":
+            return torch.relu(self.lin(x)) * self.scale
+        if self.kind == "tag":
+            return torch.relu(self.lin(x)) + (1.0 if self.tag == "block0" else 2.0)
+        if self.kind == "plus0":
+            return torch.relu(self.lin(x)) + 0.0
+        if self.kind == "tag0":  # the same graph, and a guard on the tag
+            return torch.relu(self.lin(x)) + (0.0 if self.tag == "block0" else 0.0)
+        return torch.relu(self.lin(x))
+
+
+def run_stack(kind, compile_cache, n=12):
+    torch.manual_seed(0)
+    blocks = torch.nn.ModuleList(Block(i, kind) for i in range(n)).eval()
+    for block in blocks:  # regional compilation
+        block.compile()
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        for block in blocks:
+            x = block(x)
+    compile_cache.record("y", x)
+
+
+@pytest.mark.compile_cache
+def test_identical_blocks(compile_cache):
+    run_stack("same", compile_cache)
+
+
+@pytest.mark.compile_cache
+def test_blocks_differ_in_a_float(compile_cache):
+    run_stack("float", compile_cache)
+
+
+@pytest.mark.compile_cache
+def test_blocks_differ_in_a_string(compile_cache):
+    run_stack("tag", compile_cache)
+
+
+@pytest.mark.compile_cache
+def test_only_the_warm_process_recompiles(compile_cache):
+    # a restart that behaves unlike the first start (here: by phase, for the test)
+    run_stack("tag0" if compile_cache.phase == "warm" else "plus0", compile_cache, n=3)
+'''
+
+
+@pytest.fixture(scope="module")
+def stacks(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
+    return run_repo(tmp_path_factory.mktemp("repo_regional"), {"test_regional.py": TESTS})
+
+
+def _check(run: RepoRun, name: str) -> Dict[str, Any]:
+    [c] = [c for c in run.report["checks"] if c["nodeid"].endswith(f"::{name}")]
+    return c
+
+
+def test_the_recipe_compiles_once_for_identical_blocks(stacks: RepoRun) -> None:
+    c = _check(stacks, "test_identical_blocks")
+    assert c["verdict"] == "pass", stacks.out[-3000:]
+    for phase in ("cold", "warm"):
+        d = c["dynamo"][phase]
+        assert (d["frames_compiled"], d["recompiles"], d["limit_hits"]) == (1, 0, []), d
+        assert d["codes"][0]["code"] == "forward (test_regional.py:14)"
+    assert not [n for n in c["notes"] if n.startswith("recompiles:")]
+    assert c["layers"]["fx_graph"]["state"] == "hit"
+
+
+def test_a_float_recompiles_once_and_is_named(stacks: RepoRun) -> None:
+    c = _check(stacks, "test_blocks_differ_in_a_float")
+    assert c["verdict"] == "pass", stacks.out[-3000:]
+    cold = c["dynamo"]["cold"]
+    assert (cold["frames_compiled"], cold["recompiles"]) == (2, 1), cold
+    assert cold["codes"][0]["guards"] == ["self.scale == 1.0 (test_regional.py:16 in forward)"]
+    assert ("recompiles: cold and warm: forward (test_regional.py:14) compiled 2 times "
+            "(1 recompile(s); "
+            "guards that failed: self.scale == 1.0 (test_regional.py:16 in forward))"
+            in c["notes"]), c["notes"]
+    assert stacks.out.count("test_blocks_differ_in_a_float: cold and warm: forward") == 1, \
+        stacks.out[-3000:]  # the summary's recompile section
+
+
+def test_a_stack_that_reaches_the_recompile_limit_fails_naming_it(stacks: RepoRun) -> None:
+    c = _check(stacks, "test_blocks_differ_in_a_string")
+    assert c["verdict"] == "fail", stacks.out[-3000:]
+    cold = c["dynamo"]["cold"]
+    assert (cold["frames_compiled"], cold["recompiles"]) == (8, 7), cold
+    [limit] = [p for p in c["problems"] if p.startswith("recompiles:")]
+    assert "'forward' (" in limit, limit
+    assert "reached recompile_limit (8) in the cold and the warm run" in limit, limit
+    assert "the guard that failed last: self.tag == 'block7' (test_regional.py:18" in limit
+    assert "ran the rest of its calls eagerly" in limit
+    # every cache layer hit: the limit, not PGO or a cache, is the cause
+    assert c["layers"]["fx_graph"]["state"] == "hit"
+    assert c["layers"]["dynamo_pgo"]["state"] in ("off", "hit", "n/a"), c["layers"]["dynamo_pgo"]
+    assert not [p for p in c["problems"] if not p.startswith("recompiles:")], c["problems"]
+    # blocks 1-7 add 2.0, block 0 adds 1.0: seven compiles of one graph
+    assert [len(ids) for ids in cold["identical_graphs"]] == [7], cold["identical_graphs"]
+
+
+def test_a_warm_run_that_recompiles_more_than_the_cold_fails(stacks: RepoRun) -> None:
+    c = _check(stacks, "test_only_the_warm_process_recompiles")
+    assert c["verdict"] == "fail", stacks.out[-3000:]
+    assert (c["dynamo"]["cold"]["recompiles"], c["dynamo"]["warm"]["recompiles"]) == (0, 2)
+    assert c["problems"] == [
+        "recompiles: the warm run recompiled 2 time(s), the cold one 0: forward "
+        "(test_regional.py:14) compiled 3 times warm, 1 cold, on self.tag == 'block0' "
+        "(test_regional.py:22 in forward)"], c["problems"]
+    assert c["layers"]["fx_graph"]["state"] == "hit"  # the same graph: the cache is not it
+
+
+def test_the_job_summary_lists_the_recompiles(stacks: RepoRun) -> None:
+    from pytest_compilecache import markdown
+
+    text = markdown.render(stacks.report)
+    assert "### Recompiles (Dynamo traced a code object more than once" in text
+    assert ("- `test_regional.py::test_blocks_differ_in_a_float`: cold and warm: forward "
+            "(test_regional.py:14) compiled 2 times") in text, text
