@@ -66,6 +66,7 @@ def detect() -> int:
     device; a CPU-only runner with require-gpu: true is an error here."""
     from pytest_compilecache import gpus
     from pytest_compilecache import manifest as mf
+    from pytest_compilecache.workload import environment_of_python
 
     device = _choice("device", "auto", DEVICES)
     require = _choice("require-gpu", "auto", ("auto", "true", "false"))
@@ -78,15 +79,13 @@ def detect() -> int:
         device = "cuda" if visible else "cpu"
     if device == "cuda" and not visible:
         raise InputError("device is cuda but this runner exposes no GPU")
-    code = ("import json, sys; from pytest_compilecache.workload import environment; "
-            "print(json.dumps(environment(sys.argv[1])))")
-    probe = subprocess.run([sys.executable, "-c", code, device], capture_output=True, text=True)
-    if probe.returncode != 0:
+    try:
+        env = environment_of_python(device)
+    except subprocess.CalledProcessError as e:
         raise InputError("could not import torch with this Python "
                          f"({sys.executable}): install the model repo (and torch) in a step "
                          f"before this action, or set the input python. "
-                         + " ".join(probe.stderr.strip().splitlines()[-1:]))
-    env = json.loads(probe.stdout.strip().splitlines()[-1])
+                         + " ".join((e.stderr or "").strip().splitlines()[-1:])) from None
     write_outputs({"env-id": mf.environment_id(env), "device": device,
                    "gpu-count": str(len(visible)), "artifact-name": artifact_name()})
     return 0

@@ -12,7 +12,6 @@ import importlib.util
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -141,12 +140,3 @@ class Baseline:
         self._stack.close()
 
 
-def python_env_probe(device: str) -> Dict[str, Any]:
-    """This interpreter's manifest environment, found in a subprocess (it imports torch)."""
-    import subprocess
-
-    code = ("import json, sys; from pytest_compilecache.workload import environment; "
-            "print(json.dumps(environment(sys.argv[1])))")
-    out = subprocess.run([sys.executable, "-c", code, device], capture_output=True, text=True,
-                         check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -114,7 +114,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     from pytest_compilecache import history
-    from pytest_compilecache.baseline import python_env_probe, record
+    from pytest_compilecache.baseline import record
+    from pytest_compilecache.workload import environment_of_python
     from pytest_compilecache.store import DEFAULT_DIR, ManifestStore
 
     cwd = Path.cwd()
@@ -132,7 +133,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     pytest_args = [a for a in args.pytest_args if a != "--"]
     rel_cwd = cwd.resolve().relative_to(repo.resolve())
     store = ManifestStore(Path(args.store) if args.store else repo / DEFAULT_DIR)
-    env_id = mf.environment_id(python_env_probe(args.device))
+    env_id = mf.environment_id(environment_of_python(args.device))
     options = [f"--compile-cache-device={args.device}"]
     logdir = Path(tempfile.mkdtemp(prefix="compilecache-bisect-"))
     recorded: List[str] = []

@@ -9,6 +9,7 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.markdown import overall_verdict
+from pytest_compilecache.report import summarize
 from pytest_compilecache.verdict import LAYERS, OK_VERDICTS, CheckResult
 
 # actions/toolkit docs/problem-matchers.md ("Limitations"): 10 error, 10 warning and 10
@@ -107,8 +108,7 @@ def outputs(data: Dict[str, Any], report_path: str = "") -> Dict[str, str]:
     """The Action's outputs: small scalars, one line each."""
     checks = data.get("checks", [])
     results = [CheckResult.from_json(c) for c in checks]
-    count = {v: sum(1 for r in results if r.verdict == v) for v in ("pass", "fail", "error",
-                                                                     "not run")}
+    count = summarize(checks)  # the report's own count (a merged one's too)
     missed = sorted({n for r in results for n in _missed(r)}, key=LAYERS.index)
     drifted = sum(1 for r in results if (r.drift or {}).get("status") in ("drifted", "gone", "new"))
     env = _env_id(results)

@@ -95,12 +95,9 @@ def table(results: Sequence[CheckResult], passing: bool = True) -> List[str]:
     for r in results:
         if not passing and r.verdict in OK_VERDICTS:
             continue
-        cells = [(_CELL.get(r.layers[n].state, r.layers[n].state) if n in r.layers else "-")
-                 for n in LAYERS]
-        q = rp.ratio(r)
+        states, times = rp.row_cells(r)
         lines.append(f"| `{_escape(r.label)}` | {_VERDICT.get(r.verdict, '')} {r.verdict} | "
-                     + " | ".join(cells) + f" | {rp._s(r.timings.get('cold_s'))} | "
-                     f"{rp._s(r.timings.get('warm_s'))} | {'-' if q is None else f'{q:.2f}'} |")
+                     + " | ".join([*(_CELL.get(c, c) for c in states), *times]) + " |")
     return lines
 
 

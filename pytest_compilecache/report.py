@@ -107,6 +107,15 @@ def _torch(r: CheckResult) -> str:
     return f"torch {v}" if v else ""
 
 
+def row_cells(r: CheckResult) -> Tuple[List[str], Tuple[str, str, str]]:
+    """One check's row of the summary table (terminal and job summary): each layer's
+    state, then cold s, warm s, warm/cold."""
+    q = ratio(r)
+    return ([r.layers[n].state if n in r.layers else "-" for n in LAYERS],
+            (_s(r.timings.get("cold_s")), _s(r.timings.get("warm_s")),
+             "-" if q is None else f"{q:.2f}"))
+
+
 def summary_lines(results: Sequence[CheckResult]) -> List[str]:
     if not results:
         return []
@@ -116,10 +125,9 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
     lines = [head]
     for r in results:
         name = r.label if len(r.label) <= width else "…" + r.label[-(width - 1):]
-        cells = " ".join(f"{(r.layers[n].state if n in r.layers else '-'):<8}" for n in LAYERS)
-        q = ratio(r)
-        lines.append(f"{name:<{width}} {r.verdict:<7} {cells} {_s(r.timings.get('cold_s')):>7} "
-                     f"{_s(r.timings.get('warm_s')):>7} {('-' if q is None else f'{q:.2f}'):>9}")
+        states, (cold, warm, q) = row_cells(r)
+        cells = " ".join(f"{c:<8}" for c in states)
+        lines.append(f"{name:<{width}} {r.verdict:<7} {cells} {cold:>7} {warm:>7} {q:>9}")
     paths = warm_start_by_path(results)
     if paths:
         widths = _widths(paths)

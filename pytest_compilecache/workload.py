@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
 from pytest_compilecache.case import ModelCase
@@ -38,6 +39,20 @@ def versions() -> Dict[str, Optional[str]]:
         triton_v = None
     return {"torch": torch.__version__, "triton": triton_v, "python": platform.python_version(),
             "cuda": getattr(torch.version, "cuda", None), "executable": sys.executable}
+
+
+def environment_of_python(device: str, python: str = sys.executable) -> Dict[str, Any]:
+    """`environment(device)` of an interpreter, found in a subprocess (it imports torch,
+    which a caller like the controller or the Action's detect step must not).
+    subprocess.CalledProcessError (with its stderr) when that Python cannot."""
+    import json
+    import subprocess
+
+    code = ("import json, sys; from pytest_compilecache.workload import environment; "
+            "print(json.dumps(environment(sys.argv[1])))")
+    out = subprocess.run([python, "-c", code, device], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def environment(requested_device: str) -> Dict[str, Any]:
