@@ -9,6 +9,7 @@ Pure: reads the cache records the children wrote (probe.py's `dynamo` section).
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 
 # guards automatic dynamic (and so a saved PGO profile) turns into one dynamic graph
 SHAPE_GUARDS = ("size mismatch", "stride mismatch")
+# a frame compile that failed on the limit (2.13: "Dynamo recompile limit exceeded")
+_LIMIT_FAILURE = re.compile(r"recompile.?limit|cache.?size.?limit", re.I)
 
 
 def guard(reason: str) -> str:
@@ -83,6 +86,13 @@ def summarize(rec: Dict[str, Any]) -> Dict[str, Any]:
         row["recompiles"] = max(0, row["compiles"] - 1)
         row["guards"] = _distinct([guard(t) for t in texts])
         row["shape_guards"] = any(g in t for t in texts for g in SHAPE_GUARDS)
+    if not limits:  # the warning filtered out (TORCH_LOGS): the failed compile says it too
+        for e in compiles:
+            why = str(e.get("fail_reason") or "")
+            failed_row = frames.get(_frame(str(e.get("compile_id"))) or "")
+            if failed_row is not None and _LIMIT_FAILURE.search(why):
+                limits.append({"limit": "its recompile limit", "function": failed_row["code"],
+                               "guard": (failed_row["guards"] or [None])[-1]})
     return {"frames_compiled": sum(r["compiles"] for r in frames.values()),
             "recompiles": sum(r["recompiles"] for r in frames.values()),
             "codes": [frames[f] for f in sorted(frames, key=_order)],
@@ -115,9 +125,11 @@ def identical_graphs(rec: Dict[str, Any]) -> List[List[str]]:
             for ids in groups.values() if len(ids) > 1]
 
 
-def judge(res: "CheckResult", cold: Dict[str, Any], warm: Dict[str, Any]) -> None:
+def judge(res: "CheckResult", cold: Dict[str, Any], warm: Dict[str, Any],
+          cold_is_other_code: bool = False) -> None:
     """Adds each phase's summary to `res.dynamo`; a recompile limit reached in either
-    phase, and a warm run that recompiles more than its cold one, are problems."""
+    phase, and a warm run that recompiles more than its cold one, are problems (not
+    where the cold run was another commit's code: the deploy scenario)."""
     s = {"cold": summarize(cold), "warm": summarize(warm)}
     res.dynamo = s
     reached: Dict[str, Dict[str, Optional[str]]] = defaultdict(dict)  # what -> phase -> guard
@@ -135,7 +147,7 @@ def judge(res: "CheckResult", cold: Dict[str, Any], warm: Dict[str, Any]) -> Non
               "per call), or raise torch._dynamo.config.recompile_limit if these recompiles "
               "are wanted")
     cw, ww = s["cold"]["recompiles"], s["warm"]["recompiles"]
-    if ww > cw:
+    if ww > cw and not cold_is_other_code:
         cold_by = {r["frame"]: r for r in s["cold"]["codes"]}
         more = [f"{r['code'] or 'frame ' + r['frame']} compiled {r['compiles']} times warm, "
                 f"{cold_by.get(r['frame'], {}).get('compiles', 0)} cold"

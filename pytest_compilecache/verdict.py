@@ -142,7 +142,7 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
             res.problems.append(f"{name}: {lv.state}" + (f" - {lv.reasons[0]}" if lv.reasons else ""))
     from pytest_compilecache import recompiles  # it reads this module's types
 
-    recompiles.judge(res, cc, wc)
+    recompiles.judge(res, cc, wc, cold_is_other_code)
     if not any(lv.state == "hit" for lv in res.layers.values()) and not precompiled:
         res.problems.append("no cache events at all: the warm run hit no cache layer (caches "
                             "disabled, a backend other than inductor, or nothing compiled)")
