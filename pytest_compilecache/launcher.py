@@ -1,20 +1,28 @@
-"""Start one phase of a check in a fresh interpreter, with a timeout that kills the
+"""Start one phase of a check, as fresh as a restart, with a timeout that kills the
 whole process group (compile workers and g++ included).
 
-Launching sits behind `Launcher` so that a faster launcher (a preloaded fork server)
-can replace `SubprocessLauncher` without touching the rest.
+`SubprocessLauncher`: a fresh interpreter per phase. `PreloadedLauncher` (the default):
+a phase forked from an interpreter that has imported torch and pytest already
+(forkserver.py), which saves the interpreter start and the imports of every phase;
+where a fork cannot be as fresh as a restart it starts that phase fresh and says why.
 """
 from __future__ import annotations
 
+import json
 import os
+import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence
+from typing import IO, Any, Dict, List, Mapping, Optional, Protocol, Sequence
 
+from pytest_compilecache.forkserver import VETO, VETO_STATUS
+from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV
 from pytest_compilecache.lifetime import child_preexec
 
 STDERR_TAIL_LINES = 40
@@ -37,6 +45,8 @@ class LaunchResult:
     started_at: float = 0.0  # time.time() at launch and at exit, to place the child's marks
     ended_at: float = 0.0
     peak_rss_mb: Optional[float] = None  # the child's (and its reaped children's) peak RSS
+    fresh_because: Optional[str] = None  # the preloaded launcher started this one fresh
+    forked: bool = False  # from a preloaded interpreter
 
     def stages(self, marks: Mapping[str, float]) -> Dict[str, float]:
         """Where the process's wall time went, from the child's marks (child.py): start-up
@@ -62,14 +72,19 @@ class LaunchResult:
 
 class Launcher(Protocol):
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
-            timeout: float) -> LaunchResult: ...
+            timeout: Optional[float], lane: int = 0) -> LaunchResult: ...
+
+    def close(self) -> None: ...
 
 
 class SubprocessLauncher:
     """`python -m pytest ...` per phase: about 3 s of `import torch` on a GPU box."""
 
+    def close(self) -> None:
+        pass
+
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
-            timeout: Optional[float]) -> LaunchResult:
+            timeout: Optional[float], lane: int = 0) -> LaunchResult:
         t0, started_at = time.perf_counter(), time.time()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen([sys.executable, *argv], env=dict(env), cwd=cwd,
@@ -123,3 +138,186 @@ def _kill_group(proc: "subprocess.Popen[bytes]", only_leftovers: bool = False) -
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             pass
+
+
+# what a phase may differ in from its preloaded interpreter, besides what torch reads at
+# import: read by C libraries at load (OpenMP, the loader, the interpreter's start)
+_READ_AT_LOAD = ("OMP_", "KMP_", "GOMP_", "MKL_", "LD_", "MALLOC_", "GLIBC_", "PYTHON")
+_PHASE_OWN = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR")
+_START_TIMEOUT_S = 600.0
+
+
+class _Lane:
+    """One preloaded interpreter (forkserver.py) and its pipes."""
+
+    def __init__(self, env: Mapping[str, str], cwd: str, home: Path, index: int) -> None:
+        own = home / f"lane{index}"
+        own.mkdir(mode=0o700)
+        self.env = dict(env)
+        for k in _PHASE_OWN:  # whatever the preload writes stays in its own dir
+            self.env[k] = str(own)
+        self.log = own / "server.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest_compilecache.forkserver", str(self.log)],
+            env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
+        self.hello: Optional[Dict[str, Any]] = None
+
+    def ready(self) -> Dict[str, Any]:
+        if self.hello is None:
+            self.hello = self.receive(time.perf_counter() + _START_TIMEOUT_S) or \
+                {"problem": "the preloaded interpreter did not start: " + self._log_tail()}
+        return self.hello
+
+    def receive(self, deadline: Optional[float]) -> Optional[Dict[str, Any]]:
+        """The next message; None when the server is gone or the deadline passed."""
+        out: IO[bytes] = self.proc.stdout  # type: ignore[assignment]
+        wait = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        if not select.select([out], [], [], wait)[0]:
+            return None
+        line = out.readline()
+        return json.loads(line) if line else None
+
+    def send(self, msg: Dict[str, Any]) -> None:
+        stdin: IO[bytes] = self.proc.stdin  # type: ignore[assignment]
+        stdin.write((json.dumps(msg) + "\n").encode())
+        stdin.flush()
+
+    def _log_tail(self) -> str:
+        try:
+            return " | ".join(self.log.read_text(errors="replace").strip().splitlines()[-5:])
+        except OSError:
+            return "(no log)"
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+
+
+class PreloadedLauncher:
+    """Phases forked from preloaded interpreters, one per lane: the session puts a
+    check's cold phase and its others on different lanes, so that they differ as two
+    restarts do (each interpreter has its own str hash seed). A phase runs fresh, with
+    the reason in `fresh_because`, where a fork would not be as fresh as a restart: an
+    environment variable torch read at import differs, the preload touched CUDA or
+    started threads, a preloaded package would be imported from elsewhere."""
+
+    LANES = 2
+
+    def __init__(self) -> None:
+        self.fresh = SubprocessLauncher()
+        self._lanes: Dict[int, _Lane] = {}
+        self._home: Optional[Path] = None
+        self.off: Optional[str] = None  # why no phase is forked any more
+
+    def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
+            timeout: Optional[float], lane: int = 0) -> LaunchResult:
+        why = self.off or self._why_fresh(argv, env, cwd, lane)
+        if why is None:
+            got = self._fork(self._lanes[lane % self.LANES], argv, env, cwd, log_path, timeout)
+            if not isinstance(got, str):
+                return got
+            why = got
+        launched = self.fresh.run(argv, env, cwd, log_path, timeout)
+        return replace(launched, fresh_because=why)
+
+    def _why_fresh(self, argv: Sequence[str], env: Mapping[str, str], cwd: str,
+                   lane: int) -> Optional[str]:
+        if not hasattr(os, "fork") or not hasattr(os, "wait4") or list(argv[:2]) != ["-m", "pytest"]:
+            return "no fork here"
+        if not self._lanes:
+            self._home = Path(tempfile.mkdtemp(prefix="pytest-compilecache-lanes-"))
+            # no check's own: the job id is read again in each phase (a config entry)
+            base = {k: v for k, v in env.items() if k != CHILD_SPEC_ENV and k not in JOB_ID_ENV}
+            for i in range(self.LANES):
+                self._lanes[i] = _Lane(base, cwd, self._home, i)
+        server = self._lanes[lane % self.LANES]
+        hello = server.ready()
+        if hello.get("problem"):
+            self.off = str(hello["problem"])
+            return self.off
+        return differs_at_import(server.env, env, hello.get("reads") or {})
+
+    def _fork(self, server: _Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
+              log_path: Path, timeout: Optional[float]) -> Any:
+        t0, started_at = time.perf_counter(), time.time()
+        deadline = None if timeout is None else t0 + timeout
+        try:
+            server.send({"argv": list(argv), "env": dict(env), "cwd": cwd, "log": str(log_path)})
+            got = server.receive(time.perf_counter() + 60)
+        except (OSError, ValueError):
+            got = None
+        if not got or "pid" not in got:
+            self.off = "the preloaded interpreter stopped answering"
+            return self.off
+        pid = int(got["pid"])
+        timed_out = False
+        try:
+            done = server.receive(deadline)
+            if done is None and server.proc.poll() is None:  # the deadline passed
+                timed_out = True
+                _kill_pgid(pid)
+                done = server.receive(time.perf_counter() + 30)
+        except BaseException:  # KeyboardInterrupt: leave no compile workers behind
+            _kill_pgid(pid)
+            self.off = "interrupted"
+            self.close()
+            raise
+        _kill_pgid(pid)  # grandchildren (compile workers) may outlive the phase
+        if done is None:  # the server died: its phase got the parent-death signal
+            self.off = "the preloaded interpreter died"
+            return LaunchResult(None, timed_out, time.perf_counter() - t0, log_path,
+                                started_at, time.time(), None, forked=True)
+        code = os.waitstatus_to_exitcode(int(done["status"]))
+        if code == VETO_STATUS:
+            line = next((ln for ln in _lines(log_path) if ln.startswith(VETO)), None)
+            if line is not None:
+                return line[len(VETO) + 2:]
+        return LaunchResult(code, timed_out, time.perf_counter() - t0, log_path, started_at,
+                            time.time(), round(int(done["maxrss_kb"]) / 1024, 1), forked=True)
+
+    def close(self) -> None:
+        for server in self._lanes.values():
+            server.close()
+        self._lanes.clear()
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
+
+
+def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
+                      reads: Mapping[str, bool]) -> Optional[str]:
+    """Why a phase with `phase` as its environment cannot be forked from an interpreter
+    that imported torch with `server`'s: a variable it read at import (and cannot read
+    again: `reads[name]` is False) or that C libraries read at load differs."""
+    for k in sorted(set(server) | set(phase)):
+        if server.get(k) == phase.get(k) or k in _PHASE_OWN or k == "PYTHONPATH":
+            continue
+        if k in reads and not reads[k]:
+            return f"{k} differs from the preloaded interpreter's, and torch read it at import"
+        if k.startswith(_READ_AT_LOAD):
+            return f"{k} differs from the preloaded interpreter's (read when libraries load)"
+    return None
+
+
+def _lines(path: Path) -> List[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _kill_pgid(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

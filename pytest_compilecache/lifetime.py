@@ -18,6 +18,8 @@ import sys
 from typing import Any, Optional
 
 _PR_SET_PDEATHSIG = 1
+# set by the preloaded launcher in a phase it forked: the process the phase dies with
+LAUNCHER_PID_ENV = "PYTEST_COMPILECACHE_LAUNCHER_PID"
 received: Optional[str] = None  # the signal that interrupted this process, if any
 
 

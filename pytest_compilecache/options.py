@@ -118,6 +118,16 @@ def parse_via(value: str) -> Tuple[str, ...]:
     return names
 
 
+LAUNCHERS = ("preloaded", "fresh")
+
+
+def parse_launcher(value: str) -> str:
+    v = value.strip().lower()
+    if v not in LAUNCHERS:
+        raise argparse.ArgumentTypeError(f"{value!r}: the launchers are {', '.join(LAUNCHERS)}")
+    return v
+
+
 # name, ini type, default, parser, help
 _VALUED = (
     ("report", "string", None, str,
@@ -149,6 +159,11 @@ _VALUED = (
      "HOST:PORT of the Redis server the remote path uses (default: a private redis-server "
      "per session, emptied before each check's cold run; your own server's existing "
      "entries may warm a cold run)"),
+    ("launcher", "string", "preloaded", parse_launcher,
+     "how a phase process starts: preloaded (default: forked from an interpreter that has "
+     "imported torch and pytest, as fresh as a restart for torch's caches; a phase a fork "
+     "cannot start so runs fresh, with a note saying why) or fresh (a new interpreter "
+     "per phase)"),
     ("threads", "string", None, parse_threads,
      "CPU thread count fixed for both phases (OMP_NUM_THREADS; part of the cache key on "
      "torch 2.13); default: OMP_NUM_THREADS or the core count"),
@@ -184,7 +199,7 @@ _VALUED = (
      "(internal) JSON file listing the node ids a recording session runs"),
 )
 # what --help shows after "=" where the option's last word would not say it
-_METAVARS = {"jobs-per-gpu": "K", "via": "PATHS", "redis": "HOST:PORT",
+_METAVARS = {"jobs-per-gpu": "K", "launcher": "preloaded|fresh", "via": "PATHS", "redis": "HOST:PORT",
              "job-id": "inherit|per-check|VALUE", "baseline": "REF",
              "allow-drift": "PATTERNS",
              "shard": "I/N", "shard-times": "REPORT", "select": "FILE",
@@ -252,6 +267,7 @@ class Settings:
     warm_on_other_gpu: bool = False
     via: Tuple[str, ...] = ("local",)
     redis: Optional[str] = None
+    launcher: str = "preloaded"
 
     @classmethod
     def from_config(cls, config: Any) -> "Settings":

@@ -39,7 +39,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
         os.environ.pop(CHILD_SPEC_ENV)  # not for the test's own subprocesses
         spec = load_spec(spec_path)
-        lifetime.die_with_launcher(spec.get("launcher_pid"))
+        forked_by = os.environ.pop(lifetime.LAUNCHER_PID_ENV, None)
+        lifetime.die_with_launcher(int(forked_by) if forked_by else spec.get("launcher_pid"))
         child = ChildPlugin(spec)
         child.configure()
         config.stash[_SESSION] = child

@@ -25,7 +25,8 @@ from pytest_compilecache import manifest as mf
 from pytest_compilecache import report
 from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
                                            share_precompiled_headers)
-from pytest_compilecache.launcher import Launcher, SubprocessLauncher, pytest_child_flags
+from pytest_compilecache.launcher import (Launcher, PreloadedLauncher, SubprocessLauncher,
+                                          pytest_child_flags)
 from pytest_compilecache.ledger import Ledger
 from pytest_compilecache.options import Settings
 from pytest_compilecache import scenarios
@@ -94,7 +95,10 @@ class CompileCacheSession:
                  launcher: Optional[Launcher] = None) -> None:
         self.config = config
         self.settings = settings
-        self.launcher: Launcher = launcher or SubprocessLauncher()
+        self.launcher: Launcher = launcher or (
+            PreloadedLauncher() if settings.launcher == "preloaded" else SubprocessLauncher())
+        self._launch_notes: List[str] = []
+        self._launches: Dict[str, str] = {}
         self.results: List[CheckResult] = []
         self.owned_pch_dir: Optional[Path] = None  # made by this controller; removed at the end
         self._commit: Optional[Dict[str, Any]] = None
@@ -199,7 +203,8 @@ class CompileCacheSession:
         s = self.settings
         root = CacheRoot.create(item.nodeid, s.root)
         roots.append(root)
-        self._leases, self._cold_device = [], None
+        self._leases, self._cold_device, self._launch_notes = [], None, []
+        self._launches = {}
         timings: Dict[str, Optional[float]] = {}
         recs: Dict[str, Dict[str, Any]] = {}
         snaps: Dict[str, fs.Snapshot] = {}
@@ -256,6 +261,8 @@ class CompileCacheSession:
                 f"an interrupted copy?): " + "; ".join(damage[:5])
                 + (f" (+{len(damage) - 5} more)" if len(damage) > 5 else "")))
         result.leases = list(self._leases)
+        result.notes.extend(self._launch_notes)
+        result.launch = dict(self._launches)
         if result.problems and result.verdict in OK_VERDICTS:
             result.verdict = "fail"
         if result.verdict in OK_VERDICTS and not s.keep:
@@ -413,9 +420,11 @@ class CompileCacheSession:
                 [str(invocation)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         try:
             with self._lease(item.nodeid, phase, env, spec, spec_path) as lease:
+                # a check's cold phase and its others fork from different interpreters
                 launched = self.launcher.run(self._child_argv(item, root, phase, tree), env,
                                              str(cwd or invocation),
-                                             root.phases / f"{phase}.log", self.settings.timeout)
+                                             root.phases / f"{phase}.log", self.settings.timeout,
+                                             lane=0 if phase == "cold" else 1)
         except Exception as e:  # a lease timeout or an unusable lock dir: this check errors
             from pytest_compilecache.gpus import LeaseTimeout
 
@@ -423,6 +432,10 @@ class CompileCacheSession:
                 raise
             return {}, error_result(item.nodeid, phase, str(e), "", timings)
         self._leases.append({"phase": phase, **lease.to_json()})
+        self._launches[phase] = "forked" if launched.forked else "fresh"
+        if launched.fresh_because and self.settings.launcher == "preloaded":
+            self._launch_notes.append(f"the {phase} phase ran in a fresh interpreter, not forked "
+                                      f"from a preloaded one: {launched.fresh_because}")
         timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
         timings[f"{phase}_peak_rss_mb"] = launched.peak_rss_mb
         memory = f"peak resident memory {launched.peak_rss_mb:.0f} MB" \
@@ -544,12 +557,14 @@ class CompileCacheSession:
                            "eager_tolerance": s.eager_tolerance, "job_id": s.job_id,
                            "baseline": s.baseline,
                            "baseline_warm": s.baseline_warm, "repeat": s.repeat,
+                           "launcher": s.launcher,
                            "allow_drift": list(s.allow_drift), "manifest_only": s.manifest_only,
                            "store": str(self.store_path) if self.store_path else None},
             __version__, commit=self.commit())
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.launcher.close()
         for scenario in self.__dict__.get("scenarios") or []:  # those that ran
             scenario.close()
         if self.owned_pch_dir is not None:

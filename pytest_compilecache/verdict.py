@@ -57,6 +57,7 @@ class CheckResult:
     location: Dict[str, Any] = field(default_factory=dict)  # test file (rootdir-relative), line
     via: str = "local"  # the warm-start path checked (--compile-cache-via)
     dynamo: Dict[str, Any] = field(default_factory=dict)  # per phase: recompiles.summarize
+    launch: Dict[str, str] = field(default_factory=dict)  # per phase: forked or fresh
 
     @property
     def label(self) -> str:

@@ -1,0 +1,288 @@
+"""The preloaded phase interpreter: `python -m pytest_compilecache.forkserver LOG` imports
+torch and pytest once (it never initialises CUDA and never compiles), then forks one
+phase per request, each as fresh as a restart for what torch caches.
+
+Why a fork is as fresh as a restart here, and where it is not (then the launcher starts
+a fresh interpreter instead, see `launcher.PreloadedLauncher`):
+- In-memory compile state: none exists; `torch._dynamo` and `torch._inductor` are not
+  imported here (importing them poisons CUDA for forked children, ../shared/speed).
+- The environment: the child's `os.environ` (and C's) is replaced before pytest starts.
+  What torch read at import is recorded here (`reads`): torch's config entries are read
+  again in the child (`_ConfigEntry.__init__` replayed), any other variable read at
+  import must be equal, or the phase runs fresh.
+- CUDA: never initialised here, checked by forking a probe that asks torch whether it is
+  in a bad fork; the per-check `CUDA_VISIBLE_DEVICES` is read when the child starts CUDA.
+- Per-process randomness: `random` reseeds itself after a fork; str hashing does not, so
+  each lane is its own interpreter with its own hash seed, and a check's cold and warm
+  phases fork from different lanes, as two restarts differ.
+- sys.path: `[cwd] + PYTHONPATH + the rest`, rebuilt for the child's cwd and PYTHONPATH.
+
+Protocol: one JSON line per message on the inherited stdin/stdout pipes.
+"""
+from __future__ import annotations
+
+import collections.abc
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from types import FrameType
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from pytest_compilecache.lifetime import LAUNCHER_PID_ENV, parent_death_signal
+
+# a phase that a fork cannot start as a fresh interpreter would exits with this status
+# and says why on a line of its log; the launcher then starts it fresh
+VETO, VETO_STATUS = "pytest-compilecache: no fork", 75
+# an entry whose env defaults torch read at import: (entry, __init__ args) to replay
+_Replay = Tuple[Any, Tuple[Any, ...]]
+
+
+class _EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
+    """os.environ while the preload imports: records every variable read, and which
+    reads came from a torch config entry being installed (those can be read again)."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.reads: Dict[str, bool] = {}  # name -> every read was a config entry's
+        self.entries: List[Tuple[List[str], _Replay]] = []
+
+    def _saw(self, key: str) -> None:
+        replay = _config_entry_reading()
+        if replay is not None:
+            self.entries.append(([key], replay))
+        self.reads[key] = self.reads.get(key, True) and replay is not None
+
+    def __getitem__(self, key: str) -> str:
+        self._saw(key)
+        return self.env[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._saw(key)
+        return self.env.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self._saw(key)
+        return key in self.env
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self.env[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.env[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.env)
+
+    def __len__(self) -> int:
+        return len(self.env)
+
+    def copy(self) -> Dict[str, str]:
+        return dict(self.env)
+
+
+def _config_entry_reading() -> Optional[_Replay]:
+    """The torch config entry whose __init__ is reading the environment, with its
+    arguments, if that is who reads (torch.utils._config_module, 2.5-2.15)."""
+    f: Optional[FrameType] = sys._getframe(2)
+    for _ in range(4):
+        if f is None:
+            return None
+        code = f.f_code
+        if code.co_name == "__init__" and code.co_filename.endswith("_config_module.py"):
+            names = code.co_varnames[:code.co_argcount]
+            try:
+                args = tuple(f.f_locals[n] for n in names)
+            except KeyError:
+                return None
+            return args[0], args[1:]
+        f = f.f_back
+    return None
+
+
+def preload() -> Dict[str, Any]:
+    """Import what every phase imports; say what was read from the environment."""
+    spy = _EnvSpy(os.environ)
+    real = os.environ
+    os.environ = spy  # type: ignore[assignment]
+    try:
+        import pytest  # noqa: F401
+
+        import torch  # noqa: F401
+
+        _import_pytest_plugins()
+        import pytest_compilecache.child  # noqa: F401
+    finally:
+        os.environ = real
+    by_entry: Dict[int, Tuple[List[str], _Replay]] = {}
+    for keys, replay in spy.entries:
+        got = by_entry.setdefault(id(replay[0]), ([], replay))
+        got[0].extend(k for k in keys if k not in got[0])
+    tops = {m.split(".")[0] for m in sys.modules} - set(sys.builtin_module_names) \
+        - set(getattr(sys, "stdlib_module_names", ()))
+    return {"reads": spy.reads, "entries": list(by_entry.values()), "tops": sorted(tops)}
+
+
+def shadowed(entries: List[str], tops: List[str]) -> Optional[str]:
+    """A preloaded package that a fresh interpreter would import from one of `entries`
+    (the phase's cwd or PYTHONPATH, ahead of where it was loaded from), if any."""
+    for d in entries:
+        for name in tops:
+            base = os.path.join(d or ".", name)
+            if os.path.isdir(base) or os.path.exists(base + ".py") or any(
+                    f.startswith(name + ".") and f.endswith((".so", ".pyd"))
+                    for f in _listdir(d)):
+                return f"{name} would be imported from {d} (preloaded from elsewhere)"
+    return None
+
+
+def _listdir(d: str, _seen: Dict[str, List[str]] = {}) -> List[str]:
+    if d not in _seen:
+        try:
+            _seen[d] = os.listdir(d or ".")
+        except OSError:
+            _seen[d] = []
+    return _seen[d]
+
+
+def _import_pytest_plugins() -> None:
+    """The installed pytest plugins (xdist, ...): each phase's pytest loads them."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="pytest11"):
+        try:
+            ep.load()
+        except Exception:  # the phase's own pytest will say what is wrong with it
+            pass
+
+
+def fork_problem() -> Optional[str]:
+    """Why a phase cannot be forked from this process, or None."""
+    import torch
+
+    if torch.cuda.is_initialized():
+        return "CUDA was initialised in the preloaded interpreter"
+    tasks = _threads()
+    if tasks > 1:
+        return f"the preloaded interpreter runs {tasks} threads (a fork copies only one)"
+    pid = os.fork()
+    if pid == 0:  # the probe: does torch call this child a bad fork?
+        bad = getattr(torch._C, "_cuda_isInBadFork", lambda: False)()
+        os._exit(3 if bad else 0)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 3:
+        return "importing torch and pytest touched CUDA (torch calls a forked child a bad fork)"
+    return None
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+def main(argv: List[str]) -> None:
+    """Serve fork requests until stdin closes."""
+    requests = os.fdopen(os.dup(0), "rb", buffering=0)
+    replies = os.fdopen(os.dup(1), "wb", buffering=0)
+    log = os.open(argv[0], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+    t0 = time.perf_counter()
+    loaded = preload()
+    problem = fork_problem()
+    base_path = list(sys.path)
+    own = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+    def say(msg: Dict[str, Any]) -> None:
+        replies.write((json.dumps(msg) + "\n").encode())
+
+    say({"ready": True, "pid": os.getpid(), "import_s": round(time.perf_counter() - t0, 3),
+         "reads": loaded["reads"], "problem": problem})
+    for line in requests:
+        req = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            requests.close()
+            replies.close()
+            _become_phase(req, loaded["entries"], base_path, own, loaded["tops"])
+        say({"pid": pid})
+        _, status, usage = os.wait4(pid, 0)
+        say({"status": status, "maxrss_kb": usage.ru_maxrss})
+
+
+def _become_phase(req: Dict[str, Any], entries: List[Tuple[List[str], _Replay]],
+                  base_path: List[str], own_pythonpath: List[str], tops: List[str]) -> None:
+    """In the forked child: become `python -m pytest ARGS` started in `cwd` with `env`."""
+    code = 70
+    try:
+        server = os.getppid()
+        os.setsid()
+        parent_death_signal(signal.SIGTERM)
+        if os.getppid() != server:
+            os._exit(code)
+        fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        os.chdir(req["cwd"])
+        env: Dict[str, str] = req["env"]
+        before = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(env)
+        os.environ[LAUNCHER_PID_ENV] = str(server)
+        changed = {k for k in set(before) | set(env) if before.get(k) != env.get(k)}
+        for keys, (entry, args) in entries:
+            if changed.intersection(keys):
+                type(entry).__init__(entry, *args)
+        new = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        path = [os.getcwd(), *new, *base_path[1 + len(own_pythonpath):]]
+        veto = shadowed([p for p in path[:1 + len(new)] if p not in base_path], tops)
+        if veto:
+            print(f"{VETO}: {veto}", flush=True)
+            os._exit(VETO_STATUS)
+        sys.path[:] = path
+        import tempfile
+
+        tempfile.tempdir = None
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        import pytest
+
+        sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"),
+                    *req["argv"][2:]]
+
+        code = pytest.console_main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            import atexit
+
+            sys.stdout.flush()
+            sys.stderr.flush()
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

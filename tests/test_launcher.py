@@ -1,0 +1,119 @@
+"""The preloaded launcher: phases forked from interpreters that imported torch and
+pytest already, as fresh as a restart; a phase whose environment differs in what torch
+read at import runs fresh, and says so (real CPU compiles, torch 2.13)."""
+from __future__ import annotations
+
+from typing import Dict
+
+import pytest
+
+from conftest import RepoRun, run_repo
+from pytest_compilecache.launcher import differs_at_import
+
+TESTS = '''
+import os
+
+import pytest
+import torch
+
+from models import MLP
+from pytest_compilecache import ModelCase
+
+
+@pytest.fixture
+def mlp():
+    return ModelCase(MLP(), example_inputs=(torch.randn(4, 16),), train=True)
+
+
+@pytest.mark.compile_cache
+def test_a_training_step(mlp):
+    ...
+
+
+@pytest.mark.compile_cache
+def test_varying_batch(compile_cache):
+    model = MLP().to(compile_cache.device).eval()
+    serve = torch.compile(model)
+    with torch.no_grad():
+        for n in (4, 7, 9):
+            serve(torch.randn(n, 16, device=compile_cache.device))
+
+
+@pytest.mark.compile_cache
+def test_z_env_changed_between_phases(mlp):
+    ...
+'''
+
+# between the phases of the last check, the session's environment changes in a variable
+# torch reads at import outside its config entries (torch.jit reads PYTORCH_JIT)
+CONFTEST = '''
+import os
+
+
+def pytest_compilecache_between_phases(item, cache_root):
+    if item.name == "test_z_env_changed_between_phases":
+        os.environ["PYTORCH_JIT"] = "1"
+'''
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, RepoRun]:
+    files = {"test_launch.py": TESTS, "conftest.py": CONFTEST}
+    return {launcher: run_repo(tmp_path_factory.mktemp(f"launcher_{launcher}"), files,
+                               "--compile-cache-job-id=per-check",
+                               f"--compile-cache-launcher={launcher}")
+            for launcher in ("preloaded", "fresh")}
+
+
+@pytest.mark.slow
+def test_phases_fork_and_give_the_verdicts_of_fresh_interpreters(runs) -> None:
+    pre, fresh = runs["preloaded"], runs["fresh"]
+    assert pre.report["settings"]["launcher"] == "preloaded"
+    for name in ("test_a_training_step", "test_varying_batch"):
+        a, b = pre.check(name), fresh.check(name)
+        assert a["launch"] == {"cold": "forked", "warm": "forked"}, pre.out[-3000:]
+        assert b["launch"] == {"cold": "fresh", "warm": "fresh"}
+        assert a["verdict"] == b["verdict"] == "pass", (pre.out[-3000:], fresh.out[-3000:])
+        assert {k: v["state"] for k, v in a["layers"].items()} == \
+            {k: v["state"] for k, v in b["layers"].items()}
+        assert a["outputs"]["warm_vs_cold"]["ok"] and a["outputs"]["warm_vs_eager"]["ok"]
+        assert not [n for n in a["notes"] if "fresh interpreter" in n]
+
+
+@pytest.mark.slow
+def test_each_forked_phase_reads_its_own_job_id(runs) -> None:
+    """torch read TORCH_COMPILE_JOB_ID when the preloaded interpreter imported it (with
+    none); each phase reads its check's again: PGO hits across the restart."""
+    pre = runs["preloaded"]
+    ids = set()
+    for name in ("test_a_training_step", "test_varying_batch"):
+        c = pre.check(name)
+        for phase in ("cold", "warm"):
+            assert c["job_id"][phase]["source"] == "plugin (--compile-cache-job-id=per-check)"
+            ids.add(c["job_id"][phase]["value"])
+    assert len(ids) == 2, ids  # one per check, the same in both of its phases
+    assert pre.check("test_varying_batch")["layers"]["dynamo_pgo"]["state"] == "hit"
+
+
+@pytest.mark.slow
+def test_a_variable_torch_read_at_import_that_differs_runs_the_phase_fresh(runs) -> None:
+    c = runs["preloaded"].check("test_z_env_changed_between_phases")
+    assert c["launch"] == {"cold": "forked", "warm": "fresh"}
+    assert c["verdict"] == "pass", runs["preloaded"].out[-3000:]
+    assert "the warm phase ran in a fresh interpreter, not forked from a preloaded one: " \
+           "PYTORCH_JIT differs from the preloaded interpreter's, and torch read it at " \
+           "import" in c["notes"], c["notes"]
+
+
+def test_what_a_fork_can_and_cannot_take_from_the_preloaded_interpreter() -> None:
+    server = {"A": "1", "OMP_NUM_THREADS": "2", "TORCH_COMPILE_JOB_ID": "x"}
+    reads = {"A": False, "TORCH_COMPILE_JOB_ID": True}  # True: a config entry, read again
+    assert differs_at_import(server, dict(server), reads) is None
+    assert differs_at_import(server, {**server, "TORCH_COMPILE_JOB_ID": "y"}, reads) is None
+    assert differs_at_import(server, {**server, "NOT_READ": "1"}, reads) is None
+    assert differs_at_import(server, {**server, "TMPDIR": "/elsewhere"}, reads) is None
+    assert differs_at_import(server, {**server, "A": "2"}, reads) == \
+        "A differs from the preloaded interpreter's, and torch read it at import"
+    assert differs_at_import(server, {k: v for k, v in server.items() if k != "A"}, reads)
+    assert "read when libraries load" in differs_at_import(
+        server, {**server, "OMP_NUM_THREADS": "3"}, reads)
