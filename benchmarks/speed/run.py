@@ -1,0 +1,123 @@
+"""Plugin vs the hand-written pair, side by side (issue 13).
+
+    python benchmarks/speed/run.py [--rounds 2] [--models resnet18_train,...]
+                                   [--launchers preloaded,fresh] [--out DIR]
+
+Per round and model, in an order that alternates between rounds: the hand-written pair
+(`cold_warm.py` twice over one fresh cache dir, TORCH_COMPILE_JOB_ID set, normal exits)
+and one `pytest --compile-cache-check` session per launcher (`--compile-cache-store=none`),
+each timed from start to exit. Prints per model the medians and spreads, the ratio
+plugin / pair per launcher, and the plugin's phase split (from the report's timings).
+No numpy: it runs in the user's environment.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List
+
+HERE = Path(__file__).resolve().parent
+STAGES = ("startup", "setup", "s", "eager", "record", "exit")  # "s": compile+run
+
+
+def hand_pair(model: str, log: Path) -> float:
+    d = Path(tempfile.mkdtemp(prefix="speed-pair-"))
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(d / "ind"),
+           "TRITON_CACHE_DIR": str(d / "tri"), "TORCH_COMPILE_JOB_ID": "p1"}
+    t0 = time.perf_counter()
+    with open(log, "a") as f:
+        for _ in ("cold", "warm"):
+            subprocess.run([sys.executable, str(HERE / "cold_warm.py"), model], env=env,
+                           stdout=f, stderr=subprocess.STDOUT, check=True)
+    wall = time.perf_counter() - t0
+    shutil.rmtree(d, ignore_errors=True)
+    return wall
+
+
+def plugin(model: str, launcher: str, report: Path, log: Path) -> float:
+    argv = [sys.executable, "-m", "pytest", str(HERE / "test_speed_models.py") + f"::test_{model}",
+            "-p", "no:cacheprovider", "-q", "--compile-cache-check", "--compile-cache-store=none",
+            f"--compile-cache-launcher={launcher}", f"--compile-cache-report={report}"]
+    if os.environ.get("SPEED_PLUGIN_BY_NAME"):
+        argv[3:3] = ["-p", "pytest_compilecache.plugin"]
+    t0 = time.perf_counter()
+    with open(log, "a") as f:
+        subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=HERE)
+    return time.perf_counter() - t0
+
+
+def split(report: Path) -> Dict[str, object]:
+    data = json.loads(report.read_text())
+    c = data["checks"][0]
+    t = c["timings"]
+    out: Dict[str, object] = {"verdict": c["verdict"], "launch": c.get("launch")}
+    for phase in ("cold", "warm"):
+        out[phase] = {st: t.get(f"{phase}_{st}" if st == "s" else f"{phase}_{st}_s")
+                      for st in STAGES}
+        out[phase]["process"] = t.get(f"{phase}_process_s")
+    return out
+
+
+def describe(xs: List[float]) -> str:
+    return f"{statistics.median(xs):.1f} [{min(xs):.1f}-{max(xs):.1f}]"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--models", default="resnet18_train,resnet152_ro,gpt2_inference")
+    ap.add_argument("--launchers", default="preloaded,fresh")
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/speed"))
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    models, launchers = a.models.split(","), a.launchers.split(",")
+    walls: Dict[str, Dict[str, List[float]]] = {m: {} for m in models}
+    splits: Dict[str, Dict[str, List[object]]] = {m: {} for m in models}
+    log = out / "speed.log"
+    for r in range(a.rounds):
+        for m in models:
+            kinds = ["pair"] + launchers
+            for kind in (kinds if r % 2 == 0 else kinds[::-1]):
+                if kind == "pair":
+                    w = hand_pair(m, log)
+                else:
+                    rep = out / f"{m}-{kind}-{r}.json"
+                    w = plugin(m, kind, rep, log)
+                    if rep.exists():
+                        splits[m].setdefault(kind, []).append(split(rep))
+                walls[m].setdefault(kind, []).append(w)
+                print(f"round {r} {m} {kind}: {w:.1f} s", flush=True)
+    print("\nmodel | hand-written pair s | " + " | ".join(f"plugin {k} s | ratio {k}"
+                                                      for k in launchers))
+    for m in models:
+        pair = walls[m].get("pair", [])
+        cells = [describe(pair)]
+        for k in launchers:
+            xs = walls[m].get(k, [])
+            ratios = [x / p for x, p in zip(xs, pair)]
+            cells += [describe(xs), describe(ratios) if ratios else "-"]
+        print(f"{m} | " + " | ".join(cells))
+    print("\nphase split (median s): model launcher phase: process = startup + setup + "
+          "compile+run + eager + record + exit")
+    for m in models:
+        for k, runs in splits[m].items():
+            for phase in ("cold", "warm"):
+                def med(st: str) -> str:
+                    vals = [x[phase][st] for x in runs if x[phase].get(st) is not None]  # type: ignore[index]
+                    return f"{statistics.median(vals):.1f}" if vals else "-"
+                print(f"{m} {k} {phase}: {med('process')} = " + " + ".join(
+                    med(st) for st in STAGES) + f"  verdicts {[x['verdict'] for x in runs]}")
+    (out / "speed.json").write_text(json.dumps({"walls": walls, "splits": splits}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

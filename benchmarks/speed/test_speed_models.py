@@ -1,0 +1,43 @@
+"""The plugin side of the speed benchmark: the same models as cold_warm.py, as ModelCases
+(issue 13's test_p1.py, with gpt2 inference added)."""
+import pytest
+import torch
+
+from pytest_compilecache import ModelCase
+
+
+@pytest.fixture
+def resnet18_train():
+    torchvision = pytest.importorskip("torchvision")
+    return ModelCase(torchvision.models.resnet18(num_classes=10),
+                     example_inputs=(torch.randn(16, 3, 224, 224),), train=True)
+
+
+@pytest.fixture
+def resnet152_ro():
+    torchvision = pytest.importorskip("torchvision")
+    return ModelCase(torchvision.models.resnet152().to(torch.float32),
+                     example_inputs=(torch.randn(32, 3, 128, 128),))
+
+
+@pytest.fixture
+def gpt2_inference():
+    transformers = pytest.importorskip("transformers")
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=6))
+    return ModelCase(model, example_inputs=(torch.randint(0, 50257, (4, 128)),),
+                     example_kwargs={"use_cache": False})
+
+
+@pytest.mark.compile_cache
+def test_resnet18_train(resnet18_train):
+    ...
+
+
+@pytest.mark.compile_cache(mode="reduce-overhead", fullgraph=True)
+def test_resnet152_ro(resnet152_ro):
+    ...
+
+
+@pytest.mark.compile_cache
+def test_gpt2_inference(gpt2_inference):
+    ...
