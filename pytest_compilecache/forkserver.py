@@ -165,9 +165,11 @@ def fork_problem() -> Optional[str]:
 
     if torch.cuda.is_initialized():
         return "CUDA was initialised in the preloaded interpreter"
-    tasks = _threads()
-    if tasks > 1:
-        return f"the preloaded interpreter runs {tasks} threads (a fork copies only one)"
+    import threading
+
+    if threading.active_count() > 1:  # a Python thread may hold a lock the child needs
+        return (f"the preloaded interpreter runs {threading.active_count()} Python threads "
+                f"(a fork copies only one)")
     pid = os.fork()
     if pid == 0:  # the probe: does torch call this child a bad fork?
         bad = getattr(torch._C, "_cuda_isInBadFork", lambda: False)()
@@ -178,13 +180,18 @@ def fork_problem() -> Optional[str]:
     return None
 
 
-def _threads() -> int:
+def native_threads() -> List[str]:
+    """The names of this process's threads. Idle native pools (OpenBLAS, loaded with
+    numpy by `import torch`) are allowed: they handle fork (pthread_atfork), and nothing
+    has run on them; OpenMP has not run either (no torch op runs here)."""
+    names = []
     try:
-        return len(os.listdir("/proc/self/task"))
+        for t in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{t}/comm") as f:
+                names.append(f.read().strip())
     except OSError:
-        import threading
-
-        return threading.active_count()
+        pass
+    return names
 
 
 def main(argv: List[str]) -> None:
@@ -208,7 +215,7 @@ def main(argv: List[str]) -> None:
         replies.write((json.dumps(msg) + "\n").encode())
 
     say({"ready": True, "pid": os.getpid(), "import_s": round(time.perf_counter() - t0, 3),
-         "reads": loaded["reads"], "problem": problem})
+         "reads": loaded["reads"], "problem": problem, "threads": native_threads()})
     for line in requests:
         req = json.loads(line)
         sys.stdout.flush()

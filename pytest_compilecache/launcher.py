@@ -209,7 +209,7 @@ class PreloadedLauncher:
     restarts do (each interpreter has its own str hash seed). A phase runs fresh, with
     the reason in `fresh_because`, where a fork would not be as fresh as a restart: an
     environment variable torch read at import differs, the preload touched CUDA or
-    started threads, a preloaded package would be imported from elsewhere."""
+    started Python threads, a preloaded package would be imported from elsewhere."""
 
     LANES = 2
 
@@ -300,7 +300,7 @@ def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
     that imported torch with `server`'s: a variable it read at import (and cannot read
     again: `reads[name]` is False) or that C libraries read at load differs."""
     for k in sorted(set(server) | set(phase)):
-        if server.get(k) == phase.get(k) or k in _PHASE_OWN or k == "PYTHONPATH":
+        if server.get(k) == phase.get(k) or k == "PYTHONPATH":
             continue
         if k in reads and not reads[k]:
             return f"{k} differs from the preloaded interpreter's, and torch read it at import"

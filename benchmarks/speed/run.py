@@ -115,7 +115,8 @@ def main() -> None:
                     vals = [x[phase][st] for x in runs if x[phase].get(st) is not None]  # type: ignore[index]
                     return f"{statistics.median(vals):.1f}" if vals else "-"
                 print(f"{m} {k} {phase}: {med('process')} = " + " + ".join(
-                    med(st) for st in STAGES) + f"  verdicts {[x['verdict'] for x in runs]}")
+                    med(st) for st in STAGES) + f"  verdicts {[x['verdict'] for x in runs]}"
+                      f" launch {[x['launch'] for x in runs][:1]}")
     (out / "speed.json").write_text(json.dumps({"walls": walls, "splits": splits}, indent=1))
 
 
