@@ -46,14 +46,18 @@ class _EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
 
     def __init__(self, env: Any) -> None:
         self.env = env
-        self.reads: Dict[str, bool] = {}  # name -> every read was a config entry's
+        self.reads: Dict[str, bool] = {}  # name -> every read can be read again in a phase
+        self.readers: Dict[str, str] = {}  # name -> where a read that cannot was made
         self.entries: List[Tuple[List[str], _Replay]] = []
 
     def _saw(self, key: str) -> None:
-        replay = _config_entry_reading()
+        replay, tempdir, where = _reader()
         if replay is not None:
             self.entries.append(([key], replay))
-        self.reads[key] = self.reads.get(key, True) and replay is not None
+        again = replay is not None or tempdir
+        if not again:
+            self.readers.setdefault(key, where)
+        self.reads[key] = self.reads.get(key, True) and again
 
     def __getitem__(self, key: str) -> str:
         self._saw(key)
@@ -84,23 +88,33 @@ class _EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
         return dict(self.env)
 
 
-def _config_entry_reading() -> Optional[_Replay]:
-    """The torch config entry whose __init__ is reading the environment, with its
-    arguments, if that is who reads (torch.utils._config_module, 2.5-2.15)."""
-    f: Optional[FrameType] = sys._getframe(2)
-    for _ in range(4):
+_PLUMBING = ("os.py", "tempfile.py", "forkserver.py", "_collections_abc.py")
+
+
+def _reader() -> Tuple[Optional[_Replay], bool, str]:
+    """Who reads the environment: a torch config entry being installed (with its
+    __init__'s arguments, to replay; torch.utils._config_module, 2.5-2.15), or
+    tempfile.gettempdir (its cache is cleared in each phase), and where the read was made."""
+    f: Optional[FrameType] = sys._getframe(3)
+    where = ""
+    for _ in range(40):
         if f is None:
-            return None
+            break
         code = f.f_code
         if code.co_name == "__init__" and code.co_filename.endswith("_config_module.py"):
             names = code.co_varnames[:code.co_argcount]
             try:
                 args = tuple(f.f_locals[n] for n in names)
             except KeyError:
-                return None
-            return args[0], args[1:]
+                return None, False, where
+            return (args[0], args[1:]), False, where
+        if code.co_name == "_candidate_tempdir_list" and code.co_filename.endswith("tempfile.py"):
+            return None, True, where
+        if not where and not code.co_filename.endswith(_PLUMBING) \
+                and not code.co_filename.startswith("<frozen"):
+            where = f"{'/'.join(code.co_filename.split(os.sep)[-2:])}:{f.f_lineno}"
         f = f.f_back
-    return None
+    return None, False, where
 
 
 def preload() -> Dict[str, Any]:
@@ -123,7 +137,8 @@ def preload() -> Dict[str, Any]:
         got[0].extend(k for k in keys if k not in got[0])
     tops = {m.split(".")[0] for m in sys.modules} - set(sys.builtin_module_names) \
         - set(getattr(sys, "stdlib_module_names", ()))
-    return {"reads": spy.reads, "entries": list(by_entry.values()), "tops": sorted(tops)}
+    return {"reads": spy.reads, "readers": spy.readers, "entries": list(by_entry.values()),
+            "tops": sorted(tops)}
 
 
 def shadowed(entries: List[str], tops: List[str]) -> Optional[str]:
@@ -215,7 +230,8 @@ def main(argv: List[str]) -> None:
         replies.write((json.dumps(msg) + "\n").encode())
 
     say({"ready": True, "pid": os.getpid(), "import_s": round(time.perf_counter() - t0, 3),
-         "reads": loaded["reads"], "problem": problem, "threads": native_threads()})
+         "reads": loaded["reads"], "readers": loaded["readers"], "problem": problem,
+         "threads": native_threads()})
     for line in requests:
         req = json.loads(line)
         sys.stdout.flush()

@@ -245,7 +245,8 @@ class PreloadedLauncher:
         if hello.get("problem"):
             self.off = str(hello["problem"])
             return self.off
-        return differs_at_import(server.env, env, hello.get("reads") or {})
+        return differs_at_import(server.env, env, hello.get("reads") or {},
+                                 hello.get("readers") or {})
 
     def _fork(self, server: _Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
               log_path: Path, timeout: Optional[float]) -> Any:
@@ -295,7 +296,8 @@ class PreloadedLauncher:
 
 
 def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
-                      reads: Mapping[str, bool]) -> Optional[str]:
+                      reads: Mapping[str, bool], readers: Mapping[str, str] = {}
+                      ) -> Optional[str]:
     """Why a phase with `phase` as its environment cannot be forked from an interpreter
     that imported torch with `server`'s: a variable it read at import (and cannot read
     again: `reads[name]` is False) or that C libraries read at load differs."""
@@ -303,7 +305,8 @@ def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
         if server.get(k) == phase.get(k) or k == "PYTHONPATH":
             continue
         if k in reads and not reads[k]:
-            return f"{k} differs from the preloaded interpreter's, and torch read it at import"
+            at = f" ({readers[k]})" if readers.get(k) else ""
+            return f"{k} differs from the preloaded interpreter's, and it was read at import{at}"
         if k.startswith(_READ_AT_LOAD):
             return f"{k} differs from the preloaded interpreter's (read when libraries load)"
     return None
