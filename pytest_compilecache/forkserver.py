@@ -87,6 +87,13 @@ class _EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
     def copy(self) -> Dict[str, str]:
         return dict(self.env)
 
+    # listing the environment is not reading a variable: tqdm scans it for TQDM_*
+    def items(self) -> Any:
+        return self.env.items()
+
+    def values(self) -> Any:
+        return self.env.values()
+
 
 _PLUMBING = ("os.py", "tempfile.py", "forkserver.py", "_collections_abc.py")
 
