@@ -164,7 +164,8 @@ def test_report_is_versioned_and_carries_keys(run: RepoRun) -> None:
     for phase in ("cold", "warm"):  # the stages and the compile+run partition the process
         stages = [t[f"{phase}_{s}_s"] for s in ("startup", "setup", "eager", "record", "exit")]
         assert abs(sum(stages) + t[f"{phase}_s"] - t[f"{phase}_process_s"]) < 0.5, t
-        assert t[f"{phase}_startup_s"] > 0.5, t  # at least the interpreter and import torch
+        # forked from a preloaded interpreter: torch was imported before the phase began
+        assert c["launch"][phase] == "forked", c
     fx = next(g for g in c["graphs"] if g["layer"] == "fx_graph" and g["phase"] == "cold")
     names = {comp[0] for comp in fx["components"]}
     assert {"gm", "torch_version"} <= names
