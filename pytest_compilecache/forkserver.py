@@ -1,6 +1,7 @@
 """The preloaded phase interpreter: `python -m pytest_compilecache.forkserver LOG` imports
-torch and pytest once (it never initialises CUDA and never compiles), then forks one
-phase per request, each as fresh as a restart for what torch caches.
+torch, pytest and the test modules' installed libraries once (it never initialises CUDA
+and never compiles), then forks one phase per request, each as fresh as a restart for
+what torch caches.
 
 Why a fork is as fresh as a restart here, and where it is not (then the launcher starts
 a fresh interpreter instead, see `launcher.PreloadedLauncher`):
@@ -17,11 +18,15 @@ a fresh interpreter instead, see `launcher.PreloadedLauncher`):
   phases fork from different lanes, as two restarts differ.
 - sys.path: `[cwd] + PYTHONPATH + the rest`, rebuilt for the child's cwd and PYTHONPATH.
 
+`python -m pytest_compilecache.forkserver LOG [MODULE,...]`: the modules are installed
+libraries the test modules import (the controller collected them), imported here too.
+
 Protocol: one JSON line per message on the inherited stdin/stdout pipes.
 """
 from __future__ import annotations
 
 import collections.abc
+import importlib
 import json
 import os
 import signal
@@ -29,7 +34,7 @@ import sys
 import time
 import traceback
 from types import FrameType
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_compilecache.lifetime import LAUNCHER_PID_ENV, parent_death_signal
 
@@ -124,11 +129,14 @@ def _reader() -> Tuple[Optional[_Replay], bool, str]:
     return None, False, where
 
 
-def preload() -> Dict[str, Any]:
-    """Import what every phase imports; say what was read from the environment."""
+def preload(extras: Sequence[str] = ()) -> Dict[str, Any]:
+    """Import what every phase imports, then `extras` (installed libraries the test
+    modules import: torchvision, transformers, ...); say what was read from the
+    environment, and which extras would not import."""
     spy = _EnvSpy(os.environ)
     real = os.environ
     os.environ = spy  # type: ignore[assignment]
+    failed: List[str] = []
     try:
         import pytest  # noqa: F401
 
@@ -136,6 +144,12 @@ def preload() -> Dict[str, Any]:
 
         _import_pytest_plugins()
         import pytest_compilecache.child  # noqa: F401
+
+        for name in extras:
+            try:
+                importlib.import_module(name)
+            except BaseException:  # the phase's own import will say what is wrong
+                failed.append(name)
     finally:
         os.environ = real
     by_entry: Dict[int, Tuple[List[str], _Replay]] = {}
@@ -145,7 +159,27 @@ def preload() -> Dict[str, Any]:
     tops = {m.split(".")[0] for m in sys.modules} - set(sys.builtin_module_names) \
         - set(getattr(sys, "stdlib_module_names", ()))
     return {"reads": spy.reads, "readers": spy.readers, "entries": list(by_entry.values()),
-            "tops": sorted(tops)}
+            "tops": sorted(tops), "failed": failed}
+
+
+def installed_libraries(modules: Mapping[str, Any]) -> List[str]:
+    """Top-level packages among `modules` that were imported from an installed
+    location (site-packages, dist-packages), not from the user's tree."""
+    import site
+    import sysconfig
+
+    dirs = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib")}
+    try:
+        dirs.update(site.getsitepackages())
+    except AttributeError:  # a virtualenv's old site.py
+        pass
+    roots = tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+    found = []
+    for name in sorted({m.split(".")[0] for m in modules}):
+        f = getattr(modules.get(name), "__file__", None)
+        if f and os.path.realpath(f).startswith(roots) and not name.startswith("_"):
+            found.append(name)
+    return found
 
 
 def shadowed(entries: List[str], tops: List[str]) -> Optional[str]:
@@ -228,8 +262,11 @@ def main(argv: List[str]) -> None:
     os.close(null)
     os.close(log)
     t0 = time.perf_counter()
-    loaded = preload()
+    extras = [m for m in (argv[1] if len(argv) > 1 else "").split(",") if m]
+    loaded = preload(extras)
     problem = fork_problem()
+    if problem and extras:
+        problem += f" (after importing {', '.join(extras)})"
     base_path = list(sys.path)
     own = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
@@ -238,7 +275,7 @@ def main(argv: List[str]) -> None:
 
     say({"ready": True, "pid": os.getpid(), "import_s": round(time.perf_counter() - t0, 3),
          "reads": loaded["reads"], "readers": loaded["readers"], "problem": problem,
-         "threads": native_threads()})
+         "threads": native_threads(), "extras": extras, "failed": loaded["failed"]})
     for line in requests:
         req = json.loads(line)
         sys.stdout.flush()

@@ -76,11 +76,16 @@ class Launcher(Protocol):
 
     def close(self) -> None: ...
 
+    def preload(self, modules: Sequence[str]) -> None: ...
+
 
 class SubprocessLauncher:
     """`python -m pytest ...` per phase: about 3 s of `import torch` on a GPU box."""
 
     def close(self) -> None:
+        pass
+
+    def preload(self, modules: Sequence[str]) -> None:
         pass
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
@@ -150,15 +155,18 @@ _START_TIMEOUT_S = 600.0
 class _Lane:
     """One preloaded interpreter (forkserver.py) and its pipes."""
 
-    def __init__(self, env: Mapping[str, str], cwd: str, home: Path, index: int) -> None:
-        own = home / f"lane{index}"
+    def __init__(self, env: Mapping[str, str], cwd: str, home: Path, index: int,
+                 extras: Sequence[str] = ()) -> None:
+        own = home / f"lane{index}-{len(extras)}"
         own.mkdir(mode=0o700)
+        self.args = (env, cwd, home, index)
         self.env = dict(env)
         for k in _PHASE_OWN:  # whatever the preload writes stays in its own dir
             self.env[k] = str(own)
         self.log = own / "server.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_compilecache.forkserver", str(self.log)],
+            [sys.executable, "-m", "pytest_compilecache.forkserver", str(self.log),
+             ",".join(extras)],
             env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
         self.hello: Optional[Dict[str, Any]] = None
@@ -218,6 +226,12 @@ class PreloadedLauncher:
         self._lanes: Dict[int, _Lane] = {}
         self._home: Optional[Path] = None
         self.off: Optional[str] = None  # why no phase is forked any more
+        self.extras: List[str] = []  # installed libraries the test modules import
+        self.dropped: Optional[str] = None  # why the extras are not preloaded after all
+
+    def preload(self, modules: Sequence[str]) -> None:
+        """Import these too (before the first phase starts the interpreters)."""
+        self.extras += [m for m in dict.fromkeys(modules) if m not in self.extras]
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
             timeout: Optional[float], lane: int = 0) -> LaunchResult:
@@ -239,9 +253,15 @@ class PreloadedLauncher:
             # no check's own: the job id is read again in each phase (a config entry)
             base = {k: v for k, v in env.items() if k != CHILD_SPEC_ENV and k not in JOB_ID_ENV}
             for i in range(self.LANES):
-                self._lanes[i] = _Lane(base, cwd, self._home, i)
+                self._lanes[i] = _Lane(base, cwd, self._home, i, self.extras)
         server = self._lanes[lane % self.LANES]
         hello = server.ready()
+        if hello.get("problem") and hello.get("extras"):
+            # an extra library touched CUDA or started threads: preload torch alone
+            self.dropped = str(hello["problem"])
+            server.close()
+            server = self._lanes[lane % self.LANES] = _Lane(*server.args)
+            hello = server.ready()
         if hello.get("problem"):
             self.off = str(hello["problem"])
             return self.off

@@ -99,6 +99,7 @@ class CompileCacheSession:
             PreloadedLauncher() if settings.launcher == "preloaded" else SubprocessLauncher())
         self._launch_notes: List[str] = []
         self._launches: Dict[str, str] = {}
+        self._said_dropped = False
         self.results: List[CheckResult] = []
         self.owned_pch_dir: Optional[Path] = None  # made by this controller; removed at the end
         self._commit: Optional[Dict[str, Any]] = None
@@ -146,6 +147,10 @@ class CompileCacheSession:
         self._collected_files = {i.nodeid.split("::")[0] for i in session.items}
         if getattr(self.config, "workerinput", None) is not None:  # the controller collects nothing
             ledger.publish("collected", {"nodeids": self._check_ids})
+        if self._check_ids:  # what collecting the test modules imported, the phases import
+            from pytest_compilecache.forkserver import installed_libraries
+
+            self.launcher.preload(installed_libraries(sys.modules))
 
     def pytest_deselected(self, items: List[pytest.Item]) -> None:
         self._deselected.update(i.nodeid for i in items)
@@ -433,6 +438,11 @@ class CompileCacheSession:
             return {}, error_result(item.nodeid, phase, str(e), "", timings)
         self._leases.append({"phase": phase, **lease.to_json()})
         self._launches[phase] = "forked" if launched.forked else "fresh"
+        dropped = getattr(self.launcher, "dropped", None)
+        if dropped and not self._said_dropped:
+            self._said_dropped = True
+            self._launch_notes.append("the test modules' installed libraries are not preloaded "
+                                      f"(torch is): {dropped}")
         if launched.fresh_because and self.settings.launcher == "preloaded":
             self._launch_notes.append(f"the {phase} phase ran in a fresh interpreter, not forked "
                                       f"from a preloaded one: {launched.fresh_because}")

@@ -3,12 +3,16 @@ pytest already, as fresh as a restart; a phase whose environment differs in what
 read at import runs fresh, and says so (real CPU compiles, torch 2.13)."""
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
 from typing import Dict
 
 import pytest
 
 from conftest import RepoRun, run_repo
-from pytest_compilecache.launcher import differs_at_import
+from pytest_compilecache.forkserver import installed_libraries
+from pytest_compilecache.launcher import PreloadedLauncher, differs_at_import
 
 TESTS = '''
 import os
@@ -117,3 +121,35 @@ def test_what_a_fork_can_and_cannot_take_from_the_preloaded_interpreter() -> Non
     assert differs_at_import(server, {k: v for k, v in server.items() if k != "A"}, reads)
     assert "read when libraries load" in differs_at_import(
         server, {**server, "OMP_NUM_THREADS": "3"}, reads)
+
+
+def test_an_extra_library_that_starts_a_thread_is_not_preloaded(tmp_path: Path) -> None:
+    """An installed library the test modules import is preloaded too, unless importing it
+    makes forking unsafe (a Python thread here; touching CUDA alike): that interpreter is
+    replaced by one with torch alone, and the phase still forks."""
+    (tmp_path / "threadstarter.py").write_text(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+    (tmp_path / "test_x.py").write_text(
+        "import sys\n\ndef test_x():\n    assert 'threadstarter' not in sys.modules\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path[1:]])}
+    launcher = PreloadedLauncher()
+    launcher.preload(["threadstarter"])
+    try:
+        got = launcher.run(["-m", "pytest", "-p", "no:cacheprovider", "test_x.py"], env,
+                           str(tmp_path), tmp_path / "x.log", 300)
+    finally:
+        launcher.close()
+    assert got.forked and got.fresh_because is None, got
+    assert got.returncode == 0, (tmp_path / "x.log").read_text()
+    assert launcher.dropped is not None and "2 Python threads" in launcher.dropped \
+        and "(after importing threadstarter)" in launcher.dropped, launcher.dropped
+
+
+def test_installed_libraries_are_those_of_site_packages(tmp_path: Path) -> None:
+    import types
+
+    import torch
+
+    mine = types.ModuleType("models")
+    mine.__file__ = str(tmp_path / "models.py")
+    assert installed_libraries({"torch": torch, "models": mine, "torch.nn": torch.nn}) == ["torch"]
