@@ -18,10 +18,10 @@ a fresh interpreter instead, see `launcher.PreloadedLauncher`):
   phases fork from different lanes, as two restarts differ.
 - sys.path: `[cwd] + PYTHONPATH + the rest`, rebuilt for the child's cwd and PYTHONPATH.
 
-`python -m pytest_compilecache.forkserver LOG [MODULE,...]`: the modules are installed
-libraries the test modules import (the controller collected them), imported here too.
-
-Protocol: one JSON line per message on the inherited stdin/stdout pipes.
+Protocol: one JSON line per message on the inherited stdin/stdout pipes. The server says
+hello when its imports are done; `{"preload": [MODULE, ...]}` imports installed libraries
+the test modules import (the controller collected them) and says hello again;
+a fork request gets `{"pid"}`, then `{"status", "maxrss_kb"}`.
 """
 from __future__ import annotations
 
@@ -129,37 +129,65 @@ def _reader() -> Tuple[Optional[_Replay], bool, str]:
     return None, False, where
 
 
-def preload(extras: Sequence[str] = ()) -> Dict[str, Any]:
-    """Import what every phase imports, then `extras` (installed libraries the test
-    modules import: torchvision, transformers, ...); say what was read from the
-    environment, and which extras would not import."""
-    spy = _EnvSpy(os.environ)
-    real = os.environ
-    os.environ = spy  # type: ignore[assignment]
-    failed: List[str] = []
-    try:
-        import pytest  # noqa: F401
+class Preloaded:
+    """What this interpreter has imported, and what those imports read from the
+    environment (name -> can a phase read it again; where a read that cannot was made)."""
 
-        import torch  # noqa: F401
+    def __init__(self) -> None:
+        self.reads: Dict[str, bool] = {}
+        self.readers: Dict[str, str] = {}
+        self.entries: Dict[int, Tuple[List[str], _Replay]] = {}
+        self.extras: List[str] = []
+        self.failed: List[str] = []
 
-        _import_pytest_plugins()
-        import pytest_compilecache.child  # noqa: F401
+    def base(self) -> None:
+        """What every phase imports."""
+        def imports() -> None:
+            import pytest  # noqa: F401
 
-        for name in extras:
-            try:
-                importlib.import_module(name)
-            except BaseException:  # the phase's own import will say what is wrong
-                failed.append(name)
-    finally:
-        os.environ = real
-    by_entry: Dict[int, Tuple[List[str], _Replay]] = {}
-    for keys, replay in spy.entries:
-        got = by_entry.setdefault(id(replay[0]), ([], replay))
-        got[0].extend(k for k in keys if k not in got[0])
-    tops = {m.split(".")[0] for m in sys.modules} - set(sys.builtin_module_names) \
-        - set(getattr(sys, "stdlib_module_names", ()))
-    return {"reads": spy.reads, "readers": spy.readers, "entries": list(by_entry.values()),
-            "tops": sorted(tops), "failed": failed}
+            import torch  # noqa: F401
+
+            _import_pytest_plugins()
+            import pytest_compilecache.child  # noqa: F401
+
+        self._watching(imports)
+
+    def more(self, extras: Sequence[str]) -> None:
+        """Installed libraries the test modules import: torchvision, transformers, ..."""
+        def imports() -> None:
+            for name in extras:
+                try:
+                    importlib.import_module(name)
+                    self.extras.append(name)
+                except BaseException:  # the phase's own import will say what is wrong
+                    self.failed.append(name)
+
+        self._watching(imports)
+
+    def _watching(self, imports: Any) -> None:
+        spy = _EnvSpy(os.environ)
+        real = os.environ
+        os.environ = spy  # type: ignore[assignment]
+        try:
+            imports()
+        finally:
+            os.environ = real
+        for k, again in spy.reads.items():
+            self.reads[k] = self.reads.get(k, True) and again
+        for k, where in spy.readers.items():
+            self.readers.setdefault(k, where)
+        for keys, replay in spy.entries:
+            got = self.entries.setdefault(id(replay[0]), ([], replay))
+            got[0].extend(k for k in keys if k not in got[0])
+
+    def tops(self) -> List[str]:
+        return sorted({m.split(".")[0] for m in sys.modules} - set(sys.builtin_module_names)
+                      - set(getattr(sys, "stdlib_module_names", ())))
+
+    def hello(self) -> Dict[str, Any]:
+        return {"reads": self.reads, "readers": self.readers, "extras": self.extras,
+                "failed": self.failed, "problem": fork_problem(self.extras),
+                "threads": native_threads()}
 
 
 def installed_libraries(modules: Mapping[str, Any]) -> List[str]:
@@ -215,8 +243,15 @@ def _import_pytest_plugins() -> None:
             pass
 
 
-def fork_problem() -> Optional[str]:
+def fork_problem(extras: Sequence[str] = ()) -> Optional[str]:
     """Why a phase cannot be forked from this process, or None."""
+    problem = _fork_problem()
+    if problem and extras:
+        problem += f" (after importing {', '.join(extras)})"
+    return problem
+
+
+def _fork_problem() -> Optional[str]:
     import torch
 
     if torch.cuda.is_initialized():
@@ -262,11 +297,8 @@ def main(argv: List[str]) -> None:
     os.close(null)
     os.close(log)
     t0 = time.perf_counter()
-    extras = [m for m in (argv[1] if len(argv) > 1 else "").split(",") if m]
-    loaded = preload(extras)
-    problem = fork_problem()
-    if problem and extras:
-        problem += f" (after importing {', '.join(extras)})"
+    state = Preloaded()
+    state.base()
     base_path = list(sys.path)
     own = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
@@ -274,17 +306,20 @@ def main(argv: List[str]) -> None:
         replies.write((json.dumps(msg) + "\n").encode())
 
     say({"ready": True, "pid": os.getpid(), "import_s": round(time.perf_counter() - t0, 3),
-         "reads": loaded["reads"], "readers": loaded["readers"], "problem": problem,
-         "threads": native_threads(), "extras": extras, "failed": loaded["failed"]})
+         **state.hello()})
     for line in requests:
         req = json.loads(line)
+        if "preload" in req:  # then say again what may differ, and whether forks are safe
+            state.more(req["preload"])
+            say(state.hello())
+            continue
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             requests.close()
             replies.close()
-            _become_phase(req, loaded["entries"], base_path, own, loaded["tops"])
+            _become_phase(req, list(state.entries.values()), base_path, own, state.tops())
         say({"pid": pid})
         _, status, usage = os.wait4(pid, 0)
         say({"status": status, "maxrss_kb": usage.ru_maxrss})

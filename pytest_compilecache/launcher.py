@@ -78,6 +78,8 @@ class Launcher(Protocol):
 
     def preload(self, modules: Sequence[str]) -> None: ...
 
+    def start(self, env: Mapping[str, str], cwd: str) -> None: ...
+
 
 class SubprocessLauncher:
     """`python -m pytest ...` per phase: about 3 s of `import torch` on a GPU box."""
@@ -86,6 +88,9 @@ class SubprocessLauncher:
         pass
 
     def preload(self, modules: Sequence[str]) -> None:
+        pass
+
+    def start(self, env: Mapping[str, str], cwd: str) -> None:
         pass
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
@@ -157,24 +162,37 @@ class _Lane:
 
     def __init__(self, env: Mapping[str, str], cwd: str, home: Path, index: int,
                  extras: Sequence[str] = ()) -> None:
-        own = home / f"lane{index}-{len(extras)}"
-        own.mkdir(mode=0o700)
+        own = Path(tempfile.mkdtemp(prefix=f"lane{index}-", dir=home))
         self.args = (env, cwd, home, index)
         self.env = dict(env)
         for k in _PHASE_OWN:  # whatever the preload writes stays in its own dir
             self.env[k] = str(own)
         self.log = own / "server.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_compilecache.forkserver", str(self.log),
-             ",".join(extras)],
+            [sys.executable, "-m", "pytest_compilecache.forkserver", str(self.log)],
             env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
         self.hello: Optional[Dict[str, Any]] = None
+        self.pending = 0  # preload requests whose hello is still to be read
+        if extras:
+            self.preload(extras)
+
+    def preload(self, modules: Sequence[str]) -> None:
+        """Queued: the server reads it once its own imports are done."""
+        self.send({"preload": list(modules)})
+        self.pending += 1
 
     def ready(self) -> Dict[str, Any]:
-        if self.hello is None:
-            self.hello = self.receive(time.perf_counter() + _START_TIMEOUT_S) or \
-                {"problem": "the preloaded interpreter did not start: " + self._log_tail()}
+        """The latest hello: after the imports and every preload sent so far."""
+        while self.hello is None or self.pending:
+            if self.hello is not None:
+                self.pending -= 1
+            got = self.receive(time.perf_counter() + _START_TIMEOUT_S)
+            if got is None:
+                self.hello, self.pending = {"problem": "the preloaded interpreter did not "
+                                            "start: " + self._log_tail()}, 0
+                break
+            self.hello = got
         return self.hello
 
     def receive(self, deadline: Optional[float]) -> Optional[Dict[str, Any]]:
@@ -229,9 +247,23 @@ class PreloadedLauncher:
         self.extras: List[str] = []  # installed libraries the test modules import
         self.dropped: Optional[str] = None  # why the extras are not preloaded after all
 
+    def start(self, env: Mapping[str, str], cwd: str) -> None:
+        """Start the preloaded interpreters now (they import while pytest collects)."""
+        if self._lanes or self.off or not hasattr(os, "fork") or not hasattr(os, "wait4"):
+            return
+        self._home = Path(tempfile.mkdtemp(prefix="pytest-compilecache-lanes-"))
+        # no check's own: the job id is read again in each phase (a config entry)
+        base = {k: v for k, v in env.items() if k != CHILD_SPEC_ENV and k not in JOB_ID_ENV}
+        for i in range(self.LANES):
+            self._lanes[i] = _Lane(base, cwd, self._home, i, self.extras)
+
     def preload(self, modules: Sequence[str]) -> None:
-        """Import these too (before the first phase starts the interpreters)."""
-        self.extras += [m for m in dict.fromkeys(modules) if m not in self.extras]
+        """Import these too, in the interpreters started or to start."""
+        new = [m for m in dict.fromkeys(modules) if m not in self.extras]
+        self.extras += new
+        if new and self.dropped is None:
+            for server in self._lanes.values():
+                server.preload(new)
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
             timeout: Optional[float], lane: int = 0) -> LaunchResult:
@@ -248,12 +280,7 @@ class PreloadedLauncher:
                    lane: int) -> Optional[str]:
         if not hasattr(os, "fork") or not hasattr(os, "wait4") or list(argv[:2]) != ["-m", "pytest"]:
             return "no fork here"
-        if not self._lanes:
-            self._home = Path(tempfile.mkdtemp(prefix="pytest-compilecache-lanes-"))
-            # no check's own: the job id is read again in each phase (a config entry)
-            base = {k: v for k, v in env.items() if k != CHILD_SPEC_ENV and k not in JOB_ID_ENV}
-            for i in range(self.LANES):
-                self._lanes[i] = _Lane(base, cwd, self._home, i, self.extras)
+        self.start(env, cwd)
         server = self._lanes[lane % self.LANES]
         hello = server.ready()
         if hello.get("problem") and hello.get("extras"):

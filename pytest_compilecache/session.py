@@ -14,6 +14,7 @@ import signal
 import sys
 import tempfile
 import traceback
+import types
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -138,6 +139,17 @@ class CompileCacheSession:
         if self.settings.select:  # a recording session runs only the checks it was given
             wanted = set(json.loads(Path(self.settings.select).read_text()))
             _deselect(config, items, lambda i: i.nodeid in wanted)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """The preloaded interpreters import torch while this process collects (not in
+        an xdist controller, which runs no phase)."""
+        if getattr(self.config.option, "numprocesses", None) \
+                and not hasattr(self.config, "workerinput"):
+            return
+        placeholder = Path(os.devnull)  # each interpreter has cache dirs of its own
+        root = types.SimpleNamespace(inductor=placeholder, triton=placeholder, tmp=placeholder)
+        env = phase_env(os.environ, root, self.settings.threads, placeholder)  # type: ignore[arg-type]
+        self.launcher.start(env, str(self.config.invocation_params.dir))
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
