@@ -360,12 +360,15 @@ def _become_phase(req: Dict[str, Any], entries: List[Tuple[List[str], _Replay]],
 
         tempfile.tempdir = None
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        import runpy
+
         import pytest
 
         sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"),
                     *req["argv"][2:]]
-
-        code = pytest.console_main()
+        # what `python -m pytest` runs, whatever pytest's version (it raises SystemExit)
+        runpy.run_module("pytest", run_name="__main__", alter_sys=True)
+        code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if e.code is not None and not isinstance(e.code, int):

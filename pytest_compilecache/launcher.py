@@ -67,7 +67,12 @@ class LaunchResult:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return ""
-        return "\n".join(text.rstrip().splitlines()[-lines:])
+        out = text.rstrip().splitlines()
+        start = max(0, len(out) - lines)
+        fatal = [i for i, line in enumerate(out) if line.startswith("Fatal Python error")]
+        if fatal:  # keep what the process said before faulthandler's dump
+            start = min(start, max(0, fatal[-1] - 10))
+        return "\n".join(out[start:])
 
 
 class Launcher(Protocol):
