@@ -96,6 +96,7 @@ class ChildPlugin:
         items[:] = keep
         if drop:
             config.hook.pytest_deselected(items=drop)
+        self.mark("collected")
 
     # -- the warm-start path (--compile-cache-via) -----------------------------------
     def path_not_applicable(self, case: Optional[ModelCase]) -> bool:
@@ -134,6 +135,7 @@ class ChildPlugin:
         if not cases or self._eager_pass:
             return None
         self.result["form"] = "model_case"
+        self.mark("fixtures_done")
         if self.result["error"]:
             raise RuntimeError(self.result["error"])
         if self.path_not_applicable(cases[0]):
@@ -146,6 +148,7 @@ class ChildPlugin:
             prefix = f"case{i}." if len(cases) > 1 else ""
             model, inputs, ckw = wl.prepare_case(case, self.device or "cpu")
             prepared.append((prefix, case, model, inputs, ckw, wl.snapshot_state(model)))
+        self.mark("on_device")
         with self.path.watching(self.artifact, self.device or "cpu"):
             self.observer.start()  # imports torch._dynamo: part of setup, not of the workload
             self.mark("workload_start")  # a warm start begins with loading the artifact
@@ -228,6 +231,7 @@ class ChildPlugin:
             self._compare(compiled, eager, eager_note, ref, ref_note)
         except InternalError:
             pass  # recorded in self.result; the session reports the check as an error
+        self.mark("compared")
 
     def _compare(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str],
                  ref: Optional[wl.Outputs], ref_note: Optional[str]) -> None:

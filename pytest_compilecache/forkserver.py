@@ -5,8 +5,12 @@ what torch caches.
 
 Why a fork is as fresh as a restart here, and where it is not (then the launcher starts
 a fresh interpreter instead, see `launcher.PreloadedLauncher`):
-- In-memory compile state: none exists; `torch._dynamo` and `torch._inductor` are not
-  imported here (importing them poisons CUDA for forked children, ../shared/speed).
+- In-memory compile state: none exists. `torch._dynamo` and `torch._inductor.compile_fx`
+  are imported (the compile stack: 1-3 s a phase otherwise) but nothing is compiled. What
+  their import captures from a phase's own variables is redone in the child (`_REDO`:
+  the precompile cache's directory); torch 2.11's inductor asks at import whether CUDA is
+  available, which poisons forks: it is answered through NVML (`_CudaAsked`) and each
+  phase checks the answer under its own environment. `--bare` leaves the stack out.
 - The environment: the child's `os.environ` (and C's) is replaced before pytest starts.
   What torch read at import is recorded here (`reads`): torch's config entries are read
   again in the child (`_ConfigEntry.__init__` replayed), any other variable read at
@@ -54,12 +58,18 @@ class _EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
         self.reads: Dict[str, bool] = {}  # name -> every read can be read again in a phase
         self.readers: Dict[str, str] = {}  # name -> where a read that cannot was made
         self.entries: List[Tuple[List[str], _Replay]] = []
+        self.redo: List[str] = []  # captures a phase redoes (_REDO)
+        self.quiet = 0  # reads made by our own stand-ins (_CudaAsked) are not torch's
 
     def _saw(self, key: str) -> None:
-        replay, tempdir, where = _reader()
+        if self.quiet:
+            return
+        replay, again_here, where = _reader(key)
         if replay is not None:
             self.entries.append(([key], replay))
-        again = replay is not None or tempdir
+        if where in _REDO_NAMES and where not in self.redo:
+            self.redo.append(where)
+        again = replay is not None or again_here
         if not again:
             self.readers.setdefault(key, where)
         self.reads[key] = self.reads.get(key, True) and again
@@ -103,16 +113,40 @@ class _EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
 _PLUMBING = ("os.py", "tempfile.py", "forkserver.py", "_collections_abc.py")
 
 
-def _reader() -> Tuple[Optional[_Replay], bool, str]:
+def _redo_dynamo_cache() -> bool:
+    """torch._dynamo.package builds its precompile cache (`DynamoCache`, 2.9+) on
+    `cache_dir()/dynamo` at import: point it at the phase's cache dir, as its import
+    would have. False where the object is not the one this was written for."""
+    pkg = sys.modules.get("torch._dynamo.package")
+    store = getattr(pkg, "DynamoCache", None)
+    if store is None or not hasattr(store, "_path_prefix") or not hasattr(pkg, "cache_dir"):
+        return False
+    store._path_prefix = os.path.join(pkg.cache_dir(), "dynamo")  # type: ignore[union-attr]
+    return True
+
+
+# a phase's own variable read at import by a known capture: (variable, file, function)
+# -> its name; a phase redoes each one after taking its environment (`REDO_FUNCS`)
+_REDO = {("TORCHINDUCTOR_CACHE_DIR", "_dynamo/package.py", "<module>"): "dynamo_cache"}
+_REDO_NAMES = set(_REDO.values())
+REDO_FUNCS = {"dynamo_cache": _redo_dynamo_cache}
+
+
+def _reader(key: str) -> Tuple[Optional[_Replay], bool, str]:
     """Who reads the environment: a torch config entry being installed (with its
-    __init__'s arguments, to replay; torch.utils._config_module, 2.5-2.15), or
-    tempfile.gettempdir (its cache is cleared in each phase), and where the read was made."""
+    __init__'s arguments, to replay; torch.utils._config_module, 2.5-2.15),
+    tempfile.gettempdir (its cache is cleared in each phase) or a capture in `_REDO`
+    (its name comes back as where), and where the read was made."""
     f: Optional[FrameType] = sys._getframe(3)
     where = ""
     for _ in range(40):
         if f is None:
             break
         code = f.f_code
+        for (var, suffix, func), name in _REDO.items():
+            if key == var and code.co_name == func and code.co_filename.replace(
+                    os.sep, "/").endswith(suffix):
+                return None, True, name
         if code.co_name == "__init__" and code.co_filename.endswith("_config_module.py"):
             names = code.co_varnames[:code.co_argcount]
             try:
@@ -139,6 +173,9 @@ class Preloaded:
         self.entries: Dict[int, Tuple[List[str], _Replay]] = {}
         self.extras: List[str] = []
         self.failed: List[str] = []
+        self.redo: List[str] = []  # import-time captures each phase redoes (_REDO)
+        self.stack: List[str] = []  # the compile stack's modules, once imported
+        self.cuda = _CudaAsked()
 
     def base(self) -> None:
         """What every phase imports."""
@@ -151,6 +188,19 @@ class Preloaded:
             import pytest_compilecache.child  # noqa: F401
 
         self._watching(imports)
+
+    def compile_stack(self) -> None:
+        """Dynamo and inductor: each phase would import them first thing (1-3 s)."""
+        def imports() -> None:
+            with self.cuda:
+                for name in COMPILE_STACK:
+                    importlib.import_module(name)
+                    self.stack.append(name)
+
+        try:
+            self._watching(imports)
+        except Exception:  # a torch without them: each phase imports what it has
+            pass
 
     def more(self, extras: Sequence[str]) -> None:
         """Installed libraries the test modules import: torchvision, transformers, ..."""
@@ -179,6 +229,7 @@ class Preloaded:
         for keys, replay in spy.entries:
             got = self.entries.setdefault(id(replay[0]), ([], replay))
             got[0].extend(k for k in keys if k not in got[0])
+        self.redo += [r for r in spy.redo if r not in self.redo]
 
     def tops(self) -> List[str]:
         return sorted({m.split(".")[0] for m in sys.modules} - set(sys.builtin_module_names)
@@ -186,8 +237,85 @@ class Preloaded:
 
     def hello(self) -> Dict[str, Any]:
         return {"reads": self.reads, "readers": self.readers, "extras": self.extras,
-                "failed": self.failed, "problem": fork_problem(self.extras),
-                "threads": native_threads()}
+                "failed": self.failed, "problem": fork_problem(self.stack + self.extras),
+                "threads": native_threads(), "stack": self.stack, "redo": self.redo,
+                "cuda_asked": self.cuda.answer}
+
+    def phase_problem(self) -> Optional[str]:
+        """In a forked phase, its environment in place: redo what the imports captured
+        from it; None, or why this phase is not as fresh as a restart after all."""
+        for name in self.redo:
+            if not REDO_FUNCS[name]():
+                return f"cannot redo what torch's import captured ({name})"
+        if self.cuda.answer is not None:
+            now = _nvml_cuda_available()
+            if now != self.cuda.answer:
+                return (f"torch asked at import whether CUDA is available ({self.cuda.answer}); "
+                        f"in this phase's environment the answer is {now}")
+        return None
+
+
+# imported in the preloaded interpreter after torch (`Preloaded.compile_stack`)
+COMPILE_STACK = ("torch._dynamo", "torch._inductor.compile_fx")
+
+
+class _CudaAsked:
+    """While the compile stack imports: `torch.cuda.is_available()` (asked at import by
+    torch 2.11's inductor, runtime/benchmarking.py) answered through NVML, which does not
+    poison forks as the CUDA runtime's device count does, and the answer kept for each
+    phase to check under its own CUDA_VISIBLE_DEVICES. Without NVML, the real check runs
+    (and the fork probe says if it touched CUDA)."""
+
+    def __init__(self) -> None:
+        self.answer: Optional[bool] = None
+        self._real: Any = None
+
+    def __enter__(self) -> None:
+        import torch
+
+        self._real = real = torch.cuda.is_available
+        asked = self
+
+        def is_available() -> bool:
+            if asked._real is None:  # kept by reference somewhere: the real check now
+                return bool(real())
+            got = _nvml_cuda_available()
+            if got is None:
+                return bool(real())
+            asked.answer = got
+            return got
+
+        torch.cuda.is_available = is_available
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch
+
+        torch.cuda.is_available = self._real
+        self._real = None
+
+
+def _nvml_cuda_available() -> Optional[bool]:
+    """Is a CUDA device visible (CUDA_VISIBLE_DEVICES applied), asked of NVML; None where
+    NVML cannot tell. Never initialises CUDA."""
+    import torch
+
+    if not torch.cuda._is_compiled():
+        return False
+    count = getattr(torch.cuda, "_device_count_nvml", None)
+    if count is None:
+        return None
+    env: Any = os.environ
+    spy: Optional[_EnvSpy] = env if isinstance(env, _EnvSpy) else None
+    if spy is not None:
+        spy.quiet += 1
+    try:
+        n = int(count())
+    except Exception:
+        return None
+    finally:
+        if spy is not None:
+            spy.quiet -= 1
+    return None if n < 0 else n > 0
 
 
 def installed_libraries(modules: Mapping[str, Any]) -> List[str]:
@@ -299,6 +427,8 @@ def main(argv: List[str]) -> None:
     t0 = time.perf_counter()
     state = Preloaded()
     state.base()
+    if "--bare" not in argv:
+        state.compile_stack()
     base_path = list(sys.path)
     own = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
@@ -319,14 +449,14 @@ def main(argv: List[str]) -> None:
         if pid == 0:
             requests.close()
             replies.close()
-            _become_phase(req, list(state.entries.values()), base_path, own, state.tops())
+            _become_phase(req, state, base_path, own)
         say({"pid": pid})
         _, status, usage = os.wait4(pid, 0)
         say({"status": status, "maxrss_kb": usage.ru_maxrss})
 
 
-def _become_phase(req: Dict[str, Any], entries: List[Tuple[List[str], _Replay]],
-                  base_path: List[str], own_pythonpath: List[str], tops: List[str]) -> None:
+def _become_phase(req: Dict[str, Any], state: Preloaded, base_path: List[str],
+                  own_pythonpath: List[str]) -> None:
     """In the forked child: become `python -m pytest ARGS` started in `cwd` with `env`."""
     code = 70
     try:
@@ -346,19 +476,20 @@ def _become_phase(req: Dict[str, Any], entries: List[Tuple[List[str], _Replay]],
         os.environ.update(env)
         os.environ[LAUNCHER_PID_ENV] = str(server)
         changed = {k for k in set(before) | set(env) if before.get(k) != env.get(k)}
-        for keys, (entry, args) in entries:
+        for keys, (entry, args) in state.entries.values():
             if changed.intersection(keys):
                 type(entry).__init__(entry, *args)
+        import tempfile
+
+        tempfile.tempdir = None
         new = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         path = [os.getcwd(), *new, *base_path[1 + len(own_pythonpath):]]
-        veto = shadowed([p for p in path[:1 + len(new)] if p not in base_path], tops)
+        veto = shadowed([p for p in path[:1 + len(new)] if p not in base_path], state.tops()) \
+            or state.phase_problem()
         if veto:
             print(f"{VETO}: {veto}", flush=True)
             os._exit(VETO_STATUS)
         sys.path[:] = path
-        import tempfile
-
-        tempfile.tempdir = None
         signal.signal(signal.SIGINT, signal.default_int_handler)
         import runpy
 

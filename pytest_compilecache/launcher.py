@@ -59,6 +59,13 @@ class LaunchResult:
                  ("eager", marks.get("workload_end"), marks.get("eager_end")),
                  ("record", marks.get("eager_end"), marks.get("written")),
                  ("exit", marks.get("written"), self.ended_at)]
+        # where setup and record went, when the check's form marks it (ModelCase)
+        order += [("setup_collect", marks.get("configured"), marks.get("collected")),
+                  ("setup_fixtures", marks.get("collected"), marks.get("fixtures_done")),
+                  ("setup_to_device", marks.get("fixtures_done"), marks.get("on_device")),
+                  ("setup_observe", marks.get("on_device"), marks.get("workload_start")),
+                  ("record_compare", marks.get("eager_end"), marks.get("compared")),
+                  ("record_finish", marks.get("compared"), marks.get("written"))]
         return {name: round(b - a, 3) for name, a, b in order
                 if a and b and b >= a}
 
@@ -166,7 +173,7 @@ class _Lane:
     """One preloaded interpreter (forkserver.py) and its pipes."""
 
     def __init__(self, env: Mapping[str, str], cwd: str, home: Path, index: int,
-                 extras: Sequence[str] = ()) -> None:
+                 extras: Sequence[str] = (), bare: bool = False) -> None:
         own = Path(tempfile.mkdtemp(prefix=f"lane{index}-", dir=home))
         self.args = (env, cwd, home, index)
         self.env = dict(env)
@@ -174,7 +181,8 @@ class _Lane:
             self.env[k] = str(own)
         self.log = own / "server.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_compilecache.forkserver", str(self.log)],
+            [sys.executable, "-m", "pytest_compilecache.forkserver", str(self.log)]
+            + (["--bare"] if bare else []),
             env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
         self.hello: Optional[Dict[str, Any]] = None
@@ -288,11 +296,12 @@ class PreloadedLauncher:
         self.start(env, cwd)
         server = self._lanes[lane % self.LANES]
         hello = server.ready()
-        if hello.get("problem") and hello.get("extras"):
-            # an extra library touched CUDA or started threads: preload torch alone
+        if hello.get("problem") and (hello.get("extras") or hello.get("stack")):
+            # the compile stack or an extra library touched CUDA or started threads:
+            # preload torch alone
             self.dropped = str(hello["problem"])
             server.close()
-            server = self._lanes[lane % self.LANES] = _Lane(*server.args)
+            server = self._lanes[lane % self.LANES] = _Lane(*server.args, bare=True)
             hello = server.ready()
         if hello.get("problem"):
             self.off = str(hello["problem"])

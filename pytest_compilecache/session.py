@@ -453,8 +453,8 @@ class CompileCacheSession:
         dropped = getattr(self.launcher, "dropped", None)
         if dropped and not self._said_dropped:
             self._said_dropped = True
-            self._launch_notes.append("the test modules' installed libraries are not preloaded "
-                                      f"(torch is): {dropped}")
+            self._launch_notes.append("torch's compile stack and the test modules' installed "
+                                      f"libraries are not preloaded (torch is): {dropped}")
         if launched.fresh_because and self.settings.launcher == "preloaded":
             self._launch_notes.append(f"the {phase} phase ran in a fresh interpreter, not forked "
                                       f"from a preloaded one: {launched.fresh_because}")

@@ -142,7 +142,32 @@ def test_an_extra_library_that_starts_a_thread_is_not_preloaded(tmp_path: Path) 
     assert got.forked and got.fresh_because is None, got
     assert got.returncode == 0, (tmp_path / "x.log").read_text()
     assert launcher.dropped is not None and "2 Python threads" in launcher.dropped \
-        and "(after importing threadstarter)" in launcher.dropped, launcher.dropped
+        and "threadstarter)" in launcher.dropped, launcher.dropped
+
+
+def test_the_compile_stack_is_preloaded_and_each_phase_gets_its_own_precompile_dir(
+        tmp_path: Path) -> None:
+    """Dynamo and inductor are imported before the fork; what their import took from
+    the preloaded interpreter's cache dir (the precompile cache's directory) is the
+    phase's own again."""
+    (tmp_path / "test_x.py").write_text(
+        "import os, sys\n"
+        "PRELOADED = 'torch._inductor.compile_fx' in sys.modules\n\n"
+        "def test_x():\n"
+        "    import torch._dynamo.package as p\n"
+        "    assert PRELOADED\n"
+        "    assert p.DynamoCache._path_prefix == os.path.join(\n"
+        "        os.environ['TORCHINDUCTOR_CACHE_DIR'], 'dynamo'), p.DynamoCache._path_prefix\n")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "phase-inductor")}
+    launcher = PreloadedLauncher()
+    try:
+        got = launcher.run(["-m", "pytest", "-p", "no:cacheprovider", "test_x.py"], env,
+                           str(tmp_path), tmp_path / "x.log", 300)
+    finally:
+        launcher.close()
+    assert got.forked and got.fresh_because is None, got
+    assert got.returncode == 0, (tmp_path / "x.log").read_text()
+    assert (tmp_path / "phase-inductor").is_dir()
 
 
 def test_installed_libraries_are_those_of_site_packages(tmp_path: Path) -> None:

@@ -26,6 +26,9 @@ from typing import Dict, List
 
 HERE = Path(__file__).resolve().parent
 STAGES = ("startup", "setup", "s", "eager", "record", "exit")  # "s": compile+run
+# where setup and record go (ModelCase checks)
+DETAIL = ("setup_collect", "setup_fixtures", "setup_to_device", "setup_observe",
+          "record_compare", "record_finish")
 
 
 def hand_pair(model: str, log: Path) -> float:
@@ -61,7 +64,7 @@ def split(report: Path) -> Dict[str, object]:
     out: Dict[str, object] = {"verdict": c["verdict"], "launch": c.get("launch")}
     for phase in ("cold", "warm"):
         out[phase] = {st: t.get(f"{phase}_{st}" if st == "s" else f"{phase}_{st}_s")
-                      for st in STAGES}
+                      for st in STAGES + DETAIL}
         out[phase]["process"] = t.get(f"{phase}_process_s")
     return out
 
@@ -93,7 +96,12 @@ def main() -> None:
                     rep = out / f"{m}-{kind}-{r}.json"
                     w = plugin(m, kind, rep, log)
                     if rep.exists():
-                        splits[m].setdefault(kind, []).append(split(rep))
+                        sp = split(rep)
+                        procs = [sp[ph]["process"] for ph in ("cold", "warm")]  # type: ignore[index]
+                        # the controller's own time: its start, collection, the wait for
+                        # the preloaded interpreters, reporting
+                        sp["session"] = round(w - sum(procs), 3) if None not in procs else None
+                        splits[m].setdefault(kind, []).append(sp)
                 walls[m].setdefault(kind, []).append(w)
                 print(f"round {r} {m} {kind}: {w:.1f} s", flush=True)
     print("\nmodel | hand-written pair s | " + " | ".join(f"plugin {k} s | ratio {k}"
@@ -117,6 +125,10 @@ def main() -> None:
                 print(f"{m} {k} {phase}: {med('process')} = " + " + ".join(
                     med(st) for st in STAGES) + f"  verdicts {[x['verdict'] for x in runs]}"
                       f" launch {[x['launch'] for x in runs][:1]}")
+                print("    " + ", ".join(f"{st} {med(st)}" for st in DETAIL))
+            sess = [x["session"] for x in runs if x.get("session") is not None]  # type: ignore[union-attr]
+            if sess:
+                print(f"{m} {k} session wall minus its phase processes: {describe(sess)}")
     (out / "speed.json").write_text(json.dumps({"walls": walls, "splits": splits}, indent=1))
 
 
