@@ -25,7 +25,7 @@ for c in json.load(open(sys.argv[1]))["checks"]:
     for ph in ("cold", "warm"):
         print("  ", ph, {k[len(ph) + 1:]: v for k, v in sorted(t.items()) if k.startswith(ph + "_")})
 PY
-python benchmarks/speed/profile.py "$out/prof" 45 >"$out/profiles.txt" 2>&1
+python benchmarks/speed/show_profiles.py "$out/prof" 45 >"$out/profiles.txt" 2>&1
 python - <<'PY' >"$out/cuda_probe.txt" 2>&1
 import os, traceback, torch
 import torch.cuda as tc

@@ -1,5 +1,6 @@
-"""Print where each profiled phase spent its time (see conftest.py, SPEED_PROFILE):
-python benchmarks/speed/profile.py DIR [N]"""
+"""Print where each profiled phase spent its time (see conftest.py, SPEED_PROFILE; not
+named profile.py, which would shadow the standard library for scripts run from here):
+python benchmarks/speed/show_profiles.py DIR [N]"""
 import pstats
 import sys
 from pathlib import Path
