@@ -11,7 +11,8 @@ def main() -> None:
     for f in sorted(where.glob("*.prof"), key=lambda p: p.stat().st_mtime):
         print(f"===== {f.name}")
         st = pstats.Stats(str(f))
-        st.sort_stats("cumulative").print_stats(n)
+        st.sort_stats("tottime").print_stats(n)  # where the time is spent
+        st.sort_stats("cumulative").print_stats("pytest_compilecache", n)  # in which step
 
 
 if __name__ == "__main__":
