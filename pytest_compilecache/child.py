@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -22,7 +23,7 @@ from pytest_compilecache import warmstart
 from pytest_compilecache import workload as wl
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.files import write_json_atomic
-from pytest_compilecache.isolation import job_id_from_env
+from pytest_compilecache.isolation import IMPORTS_OUT_ENV, job_id_from_env
 from pytest_compilecache.probe import CacheObserver, current_job_id
 
 
@@ -52,9 +53,23 @@ class ChildPlugin:
         self.artifact: Dict[str, Any] = {}
         if spec.get("artifact"):
             self.result["artifact"] = self.artifact
+        # forked by the preloaded launcher: where to list what this phase imports
+        self._imports_out = os.environ.pop(IMPORTS_OUT_ENV, None)
+        self._modules_before = set(sys.modules)
 
     def mark(self, stage: str) -> None:
         self.marks.setdefault(stage, time.time())
+
+    def tell_imports(self) -> None:
+        """Once the model is built: the installed modules this phase imported (its
+        library's model classes, imported lazily), for the preloaded interpreters to
+        import before their next fork. Only speed depends on it."""
+        out, self._imports_out = self._imports_out, None
+        if out:
+            from pytest_compilecache.forkserver import installed_modules
+
+            with contextlib.suppress(Exception):
+                write_json_atomic(Path(out), installed_modules(sys.modules, self._modules_before))
 
     # -- setup ---------------------------------------------------------------------
     def configure(self) -> None:
@@ -149,6 +164,7 @@ class ChildPlugin:
             model, inputs, ckw = wl.prepare_case(case, self.device or "cpu")
             prepared.append((prefix, case, model, inputs, ckw, wl.snapshot_state(model)))
         self.mark("on_device")
+        self.tell_imports()
         with self.path.watching(self.artifact, self.device or "cpu"):
             self.observer.start()  # imports torch._dynamo: part of setup, not of the workload
             self.mark("workload_start")  # a warm start begins with loading the artifact
@@ -275,6 +291,7 @@ class ChildPlugin:
                 pass
         self.mark("written")
         write_json_atomic(Path(self.spec["out"]), self.result)
+        self.tell_imports()  # a test body builds its model in the workload
         if self.result["ran"] and not self.result["error"]:
             _exit_now(int(exitstatus))
 

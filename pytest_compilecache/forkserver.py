@@ -40,6 +40,7 @@ import traceback
 from types import FrameType
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from pytest_compilecache.isolation import IMPORTS_OUT_ENV
 from pytest_compilecache.lifetime import LAUNCHER_PID_ENV, parent_death_signal
 
 # a phase that a fork cannot start as a fresh interpreter would exits with this status
@@ -60,9 +61,14 @@ class _EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
         self.entries: List[Tuple[List[str], _Replay]] = []
         self.redo: List[str] = []  # captures a phase redoes (_REDO)
         self.quiet = 0  # reads made by our own stand-ins (_CudaAsked) are not torch's
+        self.copies: List[str] = []  # where the whole environment was copied (dict(os.environ))
+        self._copying: set = set()  # keys a copy still reads, one by one
 
     def _saw(self, key: str) -> None:
         if self.quiet:
+            return
+        if key in self._copying:  # part of a whole copy, recorded as one
+            self._copying.discard(key)
             return
         replay, again_here, where = _reader(key)
         if replay is not None:
@@ -101,6 +107,15 @@ class _EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
 
     def copy(self) -> Dict[str, str]:
         return dict(self.env)
+
+    def keys(self) -> Any:
+        """dict(os.environ) asks for the keys, then reads each: a copy of the whole
+        environment (fsspec's config at import), recorded as one, with where."""
+        where = _reader("")[2]
+        if where not in self.copies:
+            self.copies.append(where)
+        self._copying = set(self.env)
+        return self.env.keys()
 
     # listing the environment is not reading a variable: tqdm scans it for TQDM_*
     def items(self) -> Any:
@@ -174,6 +189,7 @@ class Preloaded:
         self.extras: List[str] = []
         self.failed: List[str] = []
         self.redo: List[str] = []  # import-time captures each phase redoes (_REDO)
+        self.copies: List[str] = []  # where an import copied the whole environment
         self.stack: List[str] = []  # the compile stack's modules, once imported
         self.cuda = _CudaAsked()
 
@@ -230,6 +246,7 @@ class Preloaded:
             got = self.entries.setdefault(id(replay[0]), ([], replay))
             got[0].extend(k for k in keys if k not in got[0])
         self.redo += [r for r in spy.redo if r not in self.redo]
+        self.copies += [c for c in spy.copies if c not in self.copies]
 
     def tops(self) -> List[str]:
         return sorted({m.split(".")[0] for m in sys.modules} - set(sys.builtin_module_names)
@@ -239,6 +256,7 @@ class Preloaded:
         return {"reads": self.reads, "readers": self.readers, "extras": self.extras,
                 "failed": self.failed, "problem": fork_problem(self.stack + self.extras),
                 "threads": native_threads(), "stack": self.stack, "redo": self.redo,
+                "copies": self.copies,
                 "cuda_asked": self.cuda.answer}
 
     def phase_problem(self) -> Optional[str]:
@@ -321,6 +339,36 @@ def _nvml_cuda_available() -> Optional[bool]:
 def installed_libraries(modules: Mapping[str, Any]) -> List[str]:
     """Top-level packages among `modules` that were imported from an installed
     location (site-packages, dist-packages), not from the user's tree."""
+    roots = _site_roots()
+    found = []
+    for name in sorted({m.split(".")[0] for m in modules}):
+        f = getattr(modules.get(name), "__file__", None)
+        if f and os.path.realpath(f).startswith(roots) and not name.startswith("_"):
+            found.append(name)
+    return found
+
+
+# imported lazily while compiling, or ours: never learned from a phase (a compile-time
+# import may touch CUDA, and the compile stack is preloaded on its own)
+_NOT_LEARNED = ("torch", "triton", "pytest", "_pytest", "pluggy", "pytest_compilecache")
+
+
+def installed_modules(modules: Mapping[str, Any], before: Any) -> List[str]:
+    """Modules in `modules` but not in `before`, each from an installed library: what a
+    phase imported lazily (transformers' model classes, for one), for the preloaded
+    interpreters to import before the next fork."""
+    roots = _site_roots()
+    found = []
+    for name in sorted(set(modules) - set(before)):
+        if name.split(".")[0] in _NOT_LEARNED or name.split(".")[0].startswith("_"):
+            continue
+        f = getattr(modules.get(name), "__file__", None)
+        if f and os.path.realpath(f).startswith(roots):
+            found.append(name)
+    return found
+
+
+def _site_roots() -> Tuple[str, ...]:
     import site
     import sysconfig
 
@@ -329,13 +377,7 @@ def installed_libraries(modules: Mapping[str, Any]) -> List[str]:
         dirs.update(site.getsitepackages())
     except AttributeError:  # a virtualenv's old site.py
         pass
-    roots = tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
-    found = []
-    for name in sorted({m.split(".")[0] for m in modules}):
-        f = getattr(modules.get(name), "__file__", None)
-        if f and os.path.realpath(f).startswith(roots) and not name.startswith("_"):
-            found.append(name)
-    return found
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
 
 
 def shadowed(entries: List[str], tops: List[str]) -> Optional[str]:
@@ -475,6 +517,7 @@ def _become_phase(req: Dict[str, Any], state: Preloaded, base_path: List[str],
         os.environ.clear()
         os.environ.update(env)
         os.environ[LAUNCHER_PID_ENV] = str(server)
+        os.environ[IMPORTS_OUT_ENV] = req["log"] + ".imports"
         changed = {k for k in set(before) | set(env) if before.get(k) != env.get(k)}
         for keys, (entry, args) in state.entries.values():
             if changed.intersection(keys):

@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional, Tuple
 
 CHILD_SPEC_ENV = "PYTEST_COMPILECACHE_CHILD"
+# set by the preloaded launcher in a forked phase: where the phase lists the installed
+# modules it imported, for the other preloaded interpreters to import (launcher.py)
+IMPORTS_OUT_ENV = "PYTEST_COMPILECACHE_IMPORTS_OUT"
 
 # Set by us per check; a value inherited from the user's shell would break isolation
 # (TORCH_TRACE: a user's trace dir would collect every check's phases).
-_OWNED = (
+OWNED = (
     "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR", "TORCH_TRACE", CHILD_SPEC_ENV,
 )
 # Where torch.compiler.config.job_id reads its default from, in its order.
@@ -116,7 +119,7 @@ def phase_env(base: Mapping[str, str], root: CacheRoot, threads: int, spec_path:
               job: Optional[str] = None) -> Dict[str, str]:
     """The user's environment with private cache dirs, remote caches off, a fixed
     thread count and, when `job` is given, that job id."""
-    env = {k: v for k, v in base.items() if k not in _OWNED}
+    env = {k: v for k, v in base.items() if k not in OWNED}
     env.update({
         "TORCHINDUCTOR_CACHE_DIR": str(root.inductor),
         "TRITON_CACHE_DIR": str(root.triton),

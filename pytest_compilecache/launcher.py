@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any, Dict, List, Mapping, Optional, Protocol, Sequence
 
 from pytest_compilecache.forkserver import VETO, VETO_STATUS
-from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV
+from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV, OWNED
 from pytest_compilecache.lifetime import child_preexec
 
 STDERR_TAIL_LINES = 40
@@ -166,6 +166,8 @@ def _kill_group(proc: "subprocess.Popen[bytes]", only_leftovers: bool = False) -
 # import: read by C libraries at load (OpenMP, the loader, the interpreter's start)
 _READ_AT_LOAD = ("OMP_", "KMP_", "GOMP_", "MKL_", "LD_", "MALLOC_", "GLIBC_", "PYTHON")
 _PHASE_OWN = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR")
+# what differs between phases by design: what the plugin sets per check, the GPU, the test
+_PER_PHASE = (*OWNED, "CUDA_VISIBLE_DEVICES", "PYTEST_CURRENT_TEST")
 _START_TIMEOUT_S = 600.0
 
 
@@ -187,6 +189,7 @@ class _Lane:
             stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
         self.hello: Optional[Dict[str, Any]] = None
         self.pending = 0  # preload requests whose hello is still to be read
+        self.gone = False  # its pipe closed
         if extras:
             self.preload(extras)
 
@@ -209,12 +212,14 @@ class _Lane:
         return self.hello
 
     def receive(self, deadline: Optional[float]) -> Optional[Dict[str, Any]]:
-        """The next message; None when the server is gone or the deadline passed."""
+        """The next message; None when the server is gone (`gone`) or the deadline passed."""
         out: IO[bytes] = self.proc.stdout  # type: ignore[assignment]
         wait = None if deadline is None else max(0.0, deadline - time.perf_counter())
         if not select.select([out], [], [], wait)[0]:
             return None
         line = out.readline()
+        if not line:
+            self.gone = True
         return json.loads(line) if line else None
 
     def send(self, msg: Dict[str, Any]) -> None:
@@ -307,7 +312,7 @@ class PreloadedLauncher:
             self.off = str(hello["problem"])
             return self.off
         return differs_at_import(server.env, env, hello.get("reads") or {},
-                                 hello.get("readers") or {})
+                                 hello.get("readers") or {}, hello.get("copies") or [])
 
     def _fork(self, server: _Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
               log_path: Path, timeout: Optional[float]) -> Any:
@@ -324,8 +329,8 @@ class PreloadedLauncher:
         pid = int(got["pid"])
         timed_out = False
         try:
-            done = server.receive(deadline)
-            if done is None and server.proc.poll() is None:  # the deadline passed
+            done = self._wait(server, deadline, Path(f"{log_path}.imports"))
+            if done is None and not server.gone:  # the deadline passed
                 timed_out = True
                 _kill_pgid(pid)
                 done = server.receive(time.perf_counter() + 30)
@@ -347,6 +352,36 @@ class PreloadedLauncher:
         return LaunchResult(code, timed_out, time.perf_counter() - t0, log_path, started_at,
                             time.time(), round(int(done["maxrss_kb"]) / 1024, 1), forked=True)
 
+    def _wait(self, server: _Lane, deadline: Optional[float],
+              imports: Optional[Path]) -> Optional[Dict[str, Any]]:
+        """The phase's exit status (None: the deadline passed or the server is gone).
+        Meanwhile, the installed modules that the phase says it imported lazily (its
+        model's library) go to every lane, to be imported before their next fork: the
+        other lane does it while this phase still runs."""
+        while True:
+            if imports is not None and self._learn(imports):
+                imports = None
+            until = deadline if imports is None else time.perf_counter() + 0.5
+            if deadline is not None and until is not None:
+                until = min(until, deadline)
+            got = server.receive(until)
+            if got is not None or server.gone:
+                if imports is not None:
+                    self._learn(imports)  # written just before the phase ended
+                return got
+            if deadline is not None and time.perf_counter() >= deadline:
+                return None
+
+    def _learn(self, imports: Path) -> bool:
+        if not imports.exists():
+            return False
+        try:
+            learned = json.loads(imports.read_text())
+        except (OSError, ValueError):
+            learned = []
+        self.preload([m for m in learned if isinstance(m, str)])
+        return True
+
     def close(self) -> None:
         for server in self._lanes.values():
             server.close()
@@ -357,11 +392,13 @@ class PreloadedLauncher:
 
 
 def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
-                      reads: Mapping[str, bool], readers: Mapping[str, str] = {}
-                      ) -> Optional[str]:
+                      reads: Mapping[str, bool], readers: Mapping[str, str] = {},
+                      copies: Sequence[str] = ()) -> Optional[str]:
     """Why a phase with `phase` as its environment cannot be forked from an interpreter
     that imported torch with `server`'s: a variable it read at import (and cannot read
-    again: `reads[name]` is False) or that C libraries read at load differs."""
+    again: `reads[name]` is False) or that C libraries read at load differs; where an
+    import copied the whole environment (`copies`), any variable but those this plugin
+    and pytest set per phase (no library asks a copy for them)."""
     for k in sorted(set(server) | set(phase)):
         if server.get(k) == phase.get(k) or k == "PYTHONPATH":
             continue
@@ -370,6 +407,9 @@ def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
             return f"{k} differs from the preloaded interpreter's, and it was read at import{at}"
         if k.startswith(_READ_AT_LOAD):
             return f"{k} differs from the preloaded interpreter's (read when libraries load)"
+        if copies and k not in _PER_PHASE and k not in JOB_ID_ENV:
+            return (f"{k} differs from the preloaded interpreter's, and an import copied the "
+                    f"whole environment ({copies[0]})")
     return None
 
 

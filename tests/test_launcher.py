@@ -121,6 +121,14 @@ def test_what_a_fork_can_and_cannot_take_from_the_preloaded_interpreter() -> Non
     assert differs_at_import(server, {k: v for k, v in server.items() if k != "A"}, reads)
     assert "read when libraries load" in differs_at_import(
         server, {**server, "OMP_NUM_THREADS": "3"}, reads)
+    # an import copied the whole environment (fsspec's config): what the plugin and
+    # pytest set per phase may differ, a user's variable may not
+    copied = ["fsspec/config.py:33"]
+    assert differs_at_import(server, {**server, "PYTEST_CURRENT_TEST": "t (call)",
+                                      "TORCHINDUCTOR_CACHE_DIR": "/check/x"}, {}, {}, copied) is None
+    assert differs_at_import(server, {**server, "NOT_READ": "1"}, {}, {}, copied) == \
+        ("NOT_READ differs from the preloaded interpreter's, and an import copied the whole "
+         "environment (fsspec/config.py:33)")
 
 
 def test_an_extra_library_that_starts_a_thread_is_not_preloaded(tmp_path: Path) -> None:
@@ -178,3 +186,45 @@ def test_installed_libraries_are_those_of_site_packages(tmp_path: Path) -> None:
     mine = types.ModuleType("models")
     mine.__file__ = str(tmp_path / "models.py")
     assert installed_libraries({"torch": torch, "models": mine, "torch.nn": torch.nn}) == ["torch"]
+
+
+LAZY = '''
+import os
+import sys
+
+import pytest
+import torch
+
+from models import MLP
+from pytest_compilecache import ModelCase
+
+AT_IMPORT = "fsspec" in sys.modules
+
+
+@pytest.fixture
+def mlp():
+    import fsspec  # noqa: F401  the model's library, imported lazily (as transformers does)
+
+    with open(os.environ["SEEN_FILE"], "a") as f:
+        f.write(f"{AT_IMPORT}\\n")
+    return ModelCase(MLP(), example_inputs=(torch.randn(4, 16),))
+
+
+@pytest.mark.compile_cache
+def test_lazy_library(mlp):
+    ...
+'''
+
+
+@pytest.mark.slow
+def test_a_library_the_cold_phase_imported_lazily_is_preloaded_for_the_warm_one(
+        tmp_path: Path) -> None:
+    """fsspec (a torch dependency that nothing preloads) is imported by the fixture only:
+    the cold phase says so, and the other preloaded interpreter imports it while the cold
+    phase still runs; the verdict is the same."""
+    seen = tmp_path / "seen.txt"
+    run = run_repo(tmp_path / "repo", {"test_lazy.py": LAZY}, env={"SEEN_FILE": str(seen)})
+    c = run.check("test_lazy_library")
+    assert c["verdict"] == "pass" and c["launch"] == {"cold": "forked", "warm": "forked"}, \
+        run.out[-3000:]
+    assert seen.read_text().split() == ["False", "True"]
