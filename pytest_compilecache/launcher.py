@@ -19,7 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, Dict, List, Mapping, Optional, Protocol, Sequence
+from typing import IO, Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from pytest_compilecache.forkserver import VETO, VETO_STATUS
 from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV, OWNED
@@ -234,10 +234,12 @@ class _Lane:
             return "(no log)"
 
     def close(self) -> None:
+        """It exits when its stdin closes; one busy importing a preload is killed (it
+        holds nothing to save)."""
         try:
             if self.proc.stdin:
                 self.proc.stdin.close()
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=1)
         except (OSError, subprocess.TimeoutExpired):
             pass
         try:
@@ -285,9 +287,12 @@ class PreloadedLauncher:
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
             timeout: Optional[float], lane: int = 0) -> LaunchResult:
+        # a forked phase's start-up includes the wait for its interpreter's imports
+        asked = (time.perf_counter(), time.time())
         why = self.off or self._why_fresh(argv, env, cwd, lane)
         if why is None:
-            got = self._fork(self._lanes[lane % self.LANES], argv, env, cwd, log_path, timeout)
+            got = self._fork(self._lanes[lane % self.LANES], argv, env, cwd, log_path, timeout,
+                             asked)
             if not isinstance(got, str):
                 return got
             why = got
@@ -315,9 +320,9 @@ class PreloadedLauncher:
                                  hello.get("readers") or {}, hello.get("copies") or [])
 
     def _fork(self, server: _Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
-              log_path: Path, timeout: Optional[float]) -> Any:
-        t0, started_at = time.perf_counter(), time.time()
-        deadline = None if timeout is None else t0 + timeout
+              log_path: Path, timeout: Optional[float], asked: Tuple[float, float]) -> Any:
+        t0, started_at = asked
+        deadline = None if timeout is None else time.perf_counter() + timeout
         try:
             server.send({"argv": list(argv), "env": dict(env), "cwd": cwd, "log": str(log_path)})
             got = server.receive(time.perf_counter() + 60)

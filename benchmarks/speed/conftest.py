@@ -1,6 +1,7 @@
-"""SPEED_PROFILE=DIR: every phase process of the speed benchmark writes a cProfile of
-itself to DIR/<phase>-<pid>.prof as it exits (atexit: the phase's lean exit runs those),
-to find where setup and record go. Benchmark tooling only; the plugin knows nothing of it."""
+"""SPEED_PROFILE=DIR: every process of a speed-benchmark session (the controller and each
+phase) writes a cProfile of itself to DIR/<controller|phase>-<pid>.prof as it exits
+(atexit: the phase's lean exit runs those too), to find where setup and record go.
+Benchmark tooling only; the plugin knows nothing of it."""
 import atexit
 import cProfile
 import os
@@ -10,9 +11,10 @@ from pytest_compilecache.isolation import CHILD_SPEC_ENV
 
 def pytest_configure(config):
     where = os.environ.get("SPEED_PROFILE")
-    if not where or not os.environ.get(CHILD_SPEC_ENV):
+    if not where:
         return
     prof = cProfile.Profile()
     prof.enable()
-    name = os.path.join(where, f"phase-{os.getpid()}.prof")
+    kind = "phase" if os.environ.get(CHILD_SPEC_ENV) else "controller"
+    name = os.path.join(where, f"{kind}-{os.getpid()}.prof")
     atexit.register(lambda: (prof.disable(), prof.dump_stats(name)))

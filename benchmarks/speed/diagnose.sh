@@ -26,6 +26,21 @@ for c in json.load(open(sys.argv[1]))["checks"]:
         print("  ", ph, {k[len(ph) + 1:]: v for k, v in sorted(t.items()) if k.startswith(ph + "_")})
 PY
 python benchmarks/speed/show_profiles.py "$out/prof" 45 >"$out/profiles.txt" 2>&1
+if [ -n "${DIAGNOSE_ALSO:-}" ]; then  # the same session unprofiled, for its real split
+  start=$(date +%s.%N)
+  python -m pytest -p pytest_compilecache.plugin benchmarks/speed/test_speed_models.py \
+    --compile-cache-check --compile-cache-store=none -p no:cacheprovider -q \
+    --compile-cache-report="$out/r2.json" -k "$DIAGNOSE_ALSO" >"$out/session2.log" 2>&1
+  echo "unprofiled session wall $(python -c "print(round($(date +%s.%N) - $start, 1))") s"
+  python - "$out/r2.json" <<'PY'
+import json, sys
+for c in json.load(open(sys.argv[1]))["checks"]:
+    t = c["timings"]
+    print(c["nodeid"].split("::")[-1], c["verdict"], c.get("launch"), c.get("notes"))
+    for ph in ("cold", "warm"):
+        print("  ", ph, {k[len(ph) + 1:]: v for k, v in sorted(t.items()) if k.startswith(ph + "_")})
+PY
+fi
 python - <<'PY' >"$out/cuda_probe.txt" 2>&1
 import os, traceback, torch
 import torch.cuda as tc
