@@ -19,6 +19,7 @@ import pytest
 
 from pytest_compilecache import compare
 from pytest_compilecache import float64
+from pytest_compilecache import lifetime
 from pytest_compilecache import warmstart
 from pytest_compilecache import workload as wl
 from pytest_compilecache.case import ModelCase
@@ -198,6 +199,8 @@ class ChildPlugin:
             finally:
                 self.mark("workload_end")
                 self.observer.stop()
+                if self.spec.get("artifact") != "save":  # nothing compiles after this
+                    lifetime.deprioritize_descendants()
             self.result["ran"] = True
             self.save_artifact()
         eager_note = ref_note = None

@@ -228,3 +228,28 @@ def test_a_library_the_cold_phase_imported_lazily_is_preloaded_for_the_warm_one(
     assert c["verdict"] == "pass" and c["launch"] == {"cold": "forked", "warm": "forked"}, \
         run.out[-3000:]
     assert seen.read_text().split() == ["False", "True"]
+
+
+def test_after_the_workload_compile_workers_get_the_lowest_cpu_priority() -> None:
+    """A process two levels below (a pool's sidecar and its worker) is reniced, this
+    process is not; nothing is stopped."""
+    import subprocess
+
+    from pytest_compilecache.lifetime import deprioritize_descendants
+
+    sidecar = subprocess.Popen([sys.executable, "-c",
+                                "import subprocess, sys, time\n"
+                                "w = subprocess.Popen(['sleep', '30'])\n"
+                                "print(w.pid, flush=True)\n"
+                                "time.sleep(30)\n"], stdout=subprocess.PIPE, text=True)
+    worker = int(sidecar.stdout.readline())  # type: ignore[union-attr]
+    try:
+        assert deprioritize_descendants() >= 2
+        assert os.getpriority(os.PRIO_PROCESS, sidecar.pid) == 19
+        assert os.getpriority(os.PRIO_PROCESS, worker) == 19
+        assert os.getpriority(os.PRIO_PROCESS, os.getpid()) != 19
+        assert sidecar.poll() is None
+    finally:
+        os.kill(worker, 9)
+        sidecar.kill()
+        sidecar.wait()
