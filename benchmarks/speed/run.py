@@ -104,6 +104,8 @@ def main() -> None:
                         splits[m].setdefault(kind, []).append(sp)
                 walls[m].setdefault(kind, []).append(w)
                 print(f"round {r} {m} {kind}: {w:.1f} s", flush=True)
+                if kind != "pair" and splits[m].get(kind):  # as it goes: a cut run keeps it
+                    print(f"    {json.dumps(splits[m][kind][-1])}", flush=True)
     print("\nmodel | hand-written pair s | " + " | ".join(f"plugin {k} s | ratio {k}"
                                                       for k in launchers))
     for m in models:
