@@ -6,13 +6,13 @@ import atexit
 import cProfile
 import os
 
-from pytest_compilecache.isolation import CHILD_SPEC_ENV
-
 
 def pytest_configure(config):
     where = os.environ.get("SPEED_PROFILE")
     if not where:
         return
+    from pytest_compilecache.isolation import CHILD_SPEC_ENV
+
     prof = cProfile.Profile()
     prof.enable()
     kind = "phase" if os.environ.get(CHILD_SPEC_ENV) else "controller"
