@@ -106,16 +106,23 @@ class _EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
         return len(self.env)
 
     def copy(self) -> Dict[str, str]:
+        """os.environ.copy(): a copy of the whole environment, as dict(os.environ) is."""
+        self._copied()
         return dict(self.env)
 
     def keys(self) -> Any:
         """dict(os.environ) asks for the keys, then reads each: a copy of the whole
         environment (fsspec's config at import), recorded as one, with where."""
+        self._copied()
+        self._copying = set(self.env)
+        return self.env.keys()
+
+    def _copied(self) -> None:
+        if self.quiet:
+            return
         where = _reader("")[2]
         if where not in self.copies:
             self.copies.append(where)
-        self._copying = set(self.env)
-        return self.env.keys()
 
     # listing the environment is not reading a variable: tqdm scans it for TQDM_*
     def items(self) -> Any:

@@ -253,3 +253,17 @@ def test_after_the_workload_compile_workers_get_the_lowest_cpu_priority() -> Non
         os.kill(worker, 9)
         sidecar.kill()
         sidecar.wait()
+
+
+def test_a_whole_copy_of_the_environment_is_recorded_once_with_where() -> None:
+    """dict(os.environ) and os.environ.copy() at import are copies of everything: one
+    record (then `differs_at_import` lets only per-phase variables differ), not a read of
+    each variable; a read by name is still a read."""
+    from pytest_compilecache.forkserver import _EnvSpy
+
+    spy = _EnvSpy({"A": "1", "B": "2"})
+    assert dict(spy) == {"A": "1", "B": "2"} and spy.copy() == {"A": "1", "B": "2"}
+    assert len(spy.copies) == 1 and spy.copies[0].startswith("tests/test_launcher.py:")
+    assert spy.reads == {}
+    spy.get("A")
+    assert spy.reads == {"A": False}
