@@ -73,7 +73,7 @@ class _EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
         replay, again_here, where = _reader(key)
         if replay is not None:
             self.entries.append(([key], replay))
-        if where in _REDO_NAMES and where not in self.redo:
+        if where in _REDO_BY_NAME and where not in self.redo:
             self.redo.append(where)
         again = replay is not None or again_here
         if not again:
@@ -148,10 +148,9 @@ def _redo_dynamo_cache() -> bool:
 
 
 # a phase's own variable read at import by a known capture: (variable, file, function)
-# -> its name; a phase redoes each one after taking its environment (`REDO_FUNCS`)
-_REDO = {("TORCHINDUCTOR_CACHE_DIR", "_dynamo/package.py", "<module>"): "dynamo_cache"}
-_REDO_NAMES = set(_REDO.values())
-REDO_FUNCS = {"dynamo_cache": _redo_dynamo_cache}
+# -> what a phase calls to redo it, after taking its environment
+_REDO = {("TORCHINDUCTOR_CACHE_DIR", "_dynamo/package.py", "<module>"): _redo_dynamo_cache}
+_REDO_BY_NAME = {fn.__name__: fn for fn in _REDO.values()}
 
 
 def _reader(key: str) -> Tuple[Optional[_Replay], bool, str]:
@@ -165,10 +164,10 @@ def _reader(key: str) -> Tuple[Optional[_Replay], bool, str]:
         if f is None:
             break
         code = f.f_code
-        for (var, suffix, func), name in _REDO.items():
+        for (var, suffix, func), redo in _REDO.items():
             if key == var and code.co_name == func and code.co_filename.replace(
                     os.sep, "/").endswith(suffix):
-                return None, True, name
+                return None, True, redo.__name__
         if code.co_name == "__init__" and code.co_filename.endswith("_config_module.py"):
             names = code.co_varnames[:code.co_argcount]
             try:
@@ -270,7 +269,7 @@ class Preloaded:
         """In a forked phase, its environment in place: redo what the imports captured
         from it; None, or why this phase is not as fresh as a restart after all."""
         for name in self.redo:
-            if not REDO_FUNCS[name]():
+            if not _REDO_BY_NAME[name]():
                 return f"cannot redo what torch's import captured ({name})"
         if self.cuda.answer is not None:
             now = _nvml_cuda_available()
@@ -346,13 +345,7 @@ def _nvml_cuda_available() -> Optional[bool]:
 def installed_libraries(modules: Mapping[str, Any]) -> List[str]:
     """Top-level packages among `modules` that were imported from an installed
     location (site-packages, dist-packages), not from the user's tree."""
-    roots = _site_roots()
-    found = []
-    for name in sorted({m.split(".")[0] for m in modules}):
-        f = getattr(modules.get(name), "__file__", None)
-        if f and os.path.realpath(f).startswith(roots) and not name.startswith("_"):
-            found.append(name)
-    return found
+    return _installed(modules, {m.split(".")[0] for m in modules})
 
 
 # imported lazily while compiling, or ours: never learned from a phase (a compile-time
@@ -364,18 +357,12 @@ def installed_modules(modules: Mapping[str, Any], before: Any) -> List[str]:
     """Modules in `modules` but not in `before`, each from an installed library: what a
     phase imported lazily (transformers' model classes, for one), for the preloaded
     interpreters to import before the next fork."""
-    roots = _site_roots()
-    found = []
-    for name in sorted(set(modules) - set(before)):
-        if name.split(".")[0] in _NOT_LEARNED or name.split(".")[0].startswith("_"):
-            continue
-        f = getattr(modules.get(name), "__file__", None)
-        if f and os.path.realpath(f).startswith(roots):
-            found.append(name)
-    return found
+    return _installed(modules, {m for m in set(modules) - set(before)
+                                if m.split(".")[0] not in _NOT_LEARNED})
 
 
-def _site_roots() -> Tuple[str, ...]:
+def _installed(modules: Mapping[str, Any], names: Any) -> List[str]:
+    """Those of `names` (public ones) whose module in `modules` comes from site-packages."""
     import site
     import sysconfig
 
@@ -384,7 +371,10 @@ def _site_roots() -> Tuple[str, ...]:
         dirs.update(site.getsitepackages())
     except AttributeError:  # a virtualenv's old site.py
         pass
-    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+    roots = tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+    return [name for name in sorted(names) if not name.startswith("_")
+            and os.path.realpath(getattr(modules.get(name), "__file__", None) or "/"
+                                 ).startswith(roots)]
 
 
 def shadowed(entries: List[str], tops: List[str]) -> Optional[str]:

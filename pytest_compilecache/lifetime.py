@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 _PR_SET_PDEATHSIG = 1
 # set by the preloaded launcher in a phase it forked: the process the phase dies with
@@ -94,14 +94,14 @@ def deprioritize_descendants() -> int:
     be starting, and starved the phase's own comparisons (3-5 s instead of 0.5 on an
     H200). Workers forked later inherit the lower priority; nothing is stopped.
     Returns how many processes were reniced."""
-    parents = _parents()
-    below, todo = set(), [os.getpid()]
+    children: Dict[int, List[int]] = {}
+    for pid, ppid in _parents().items():
+        children.setdefault(ppid, []).append(pid)
+    below, todo = [], [os.getpid()]
     while todo:
-        p = todo.pop()
-        for child, ppid in parents.items():
-            if ppid == p and child not in below:
-                below.add(child)
-                todo.append(child)
+        kids = children.get(todo.pop(), [])
+        below += kids
+        todo += kids
     done = 0
     for pid in below:
         try:

@@ -143,9 +143,10 @@ class CompileCacheSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The preloaded interpreters import torch while this process collects (not in
         an xdist controller, which runs no phase)."""
-        if getattr(self.config.option, "numprocesses", None) \
-                and not hasattr(self.config, "workerinput"):
-            return
+        if getattr(self.config.option, "collectonly", False) or (
+                getattr(self.config.option, "numprocesses", None)
+                and not hasattr(self.config, "workerinput")):
+            return  # nothing runs a phase here
         placeholder = Path(os.devnull)  # each interpreter has cache dirs of its own
         root = types.SimpleNamespace(inductor=placeholder, triton=placeholder, tmp=placeholder)
         env = phase_env(os.environ, root, self.settings.threads, placeholder)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Sequence
 
 import pytest
 
@@ -140,15 +140,7 @@ def test_an_extra_library_that_starts_a_thread_is_not_preloaded(tmp_path: Path) 
     (tmp_path / "test_x.py").write_text(
         "import sys\n\ndef test_x():\n    assert 'threadstarter' not in sys.modules\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path[1:]])}
-    launcher = PreloadedLauncher()
-    launcher.preload(["threadstarter"])
-    try:
-        got = launcher.run(["-m", "pytest", "-p", "no:cacheprovider", "test_x.py"], env,
-                           str(tmp_path), tmp_path / "x.log", 300)
-    finally:
-        launcher.close()
-    assert got.forked and got.fresh_because is None, got
-    assert got.returncode == 0, (tmp_path / "x.log").read_text()
+    launcher = _fork_one_phase(tmp_path, env, preload=["threadstarter"])
     assert launcher.dropped is not None and "2 Python threads" in launcher.dropped \
         and "threadstarter)" in launcher.dropped, launcher.dropped
 
@@ -166,8 +158,17 @@ def test_the_compile_stack_is_preloaded_and_each_phase_gets_its_own_precompile_d
         "    assert PRELOADED\n"
         "    assert p.DynamoCache._path_prefix == os.path.join(\n"
         "        os.environ['TORCHINDUCTOR_CACHE_DIR'], 'dynamo'), p.DynamoCache._path_prefix\n")
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "phase-inductor")}
+    _fork_one_phase(tmp_path, {**os.environ,
+                               "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "phase-inductor")})
+    assert (tmp_path / "phase-inductor").is_dir()
+
+
+def _fork_one_phase(tmp_path: Path, env: Dict[str, str],
+                    preload: Sequence[str] = ()) -> PreloadedLauncher:
+    """`pytest test_x.py` in `tmp_path` as one phase of a preloaded launcher (closed
+    after), which must fork it and see it pass."""
     launcher = PreloadedLauncher()
+    launcher.preload(preload)
     try:
         got = launcher.run(["-m", "pytest", "-p", "no:cacheprovider", "test_x.py"], env,
                            str(tmp_path), tmp_path / "x.log", 300)
@@ -175,7 +176,7 @@ def test_the_compile_stack_is_preloaded_and_each_phase_gets_its_own_precompile_d
         launcher.close()
     assert got.forked and got.fresh_because is None, got
     assert got.returncode == 0, (tmp_path / "x.log").read_text()
-    assert (tmp_path / "phase-inductor").is_dir()
+    return launcher
 
 
 def test_installed_libraries_are_those_of_site_packages(tmp_path: Path) -> None:
