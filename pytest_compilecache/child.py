@@ -20,6 +20,7 @@ import pytest
 from pytest_compilecache import compare
 from pytest_compilecache import float64
 from pytest_compilecache import lifetime
+from pytest_compilecache import randomness
 from pytest_compilecache import warmstart
 from pytest_compilecache import workload as wl
 from pytest_compilecache.case import ModelCase
@@ -205,24 +206,53 @@ class ChildPlugin:
             self.save_artifact()
         eager_note = ref_note = None
         ref: Optional[wl.Outputs] = None
-        try:
+        random: List[Dict[str, Any]] = []
+
+        def eager_step(seed: int) -> wl.Outputs:
+            out: wl.Outputs = {}
             for prefix, case, model, inputs, ckw, state in prepared:
                 model.load_state_dict(state)
-                eager.update(wl.run_case_step(model, model, case, inputs, ckw, prefix))
+                with randomness.draws(seed):
+                    out.update(wl.run_case_step(model, model, case, inputs, ckw, prefix))
+            return out
+
+        try:
+            eager = eager_step(randomness.REFERENCE_SEED)
         except Exception:
             eager_note = "the model failed when run eagerly:\n" + traceback.format_exc(limit=3)
         if eager_note is None:
+            random = self.random_tensors(eager_step, eager)
             ref = {}
             try:
                 for prefix, case, model, inputs, ckw, state in prepared:
                     model.load_state_dict(state)
-                    with float64.model_in_float64(model):
+                    with float64.model_in_float64(model), randomness.draws(randomness.REFERENCE_SEED):
                         ref.update(wl.run_case_step(model, model, case, float64.up(inputs),
                                                     float64.up(ckw), prefix))
             except Exception as e:
                 ref, ref_note = None, _first_line(e)
-        self._finish(compiled, eager, eager_note, ref, ref_note)
+        self._finish(compiled, eager, eager_note, ref, ref_note, random)
         return True
+
+    def random_tensors(self, run: Callable[[int], wl.Outputs], eager: wl.Outputs
+                       ) -> List[Dict[str, Any]]:
+        """The eager reference again under another seed (and, where that changed
+        something, under its own seed once more, for the run-to-run noise): the tensors
+        that move with the seed are random (`randomness.seed_dependent`)."""
+        self.mark("random_probe_start")
+        try:
+            probe = run(randomness.PROBE_SEED)
+            changed = any(compare.digest(t) != compare.digest(probe[n])
+                          for n, t in eager.items() if n in probe)
+            again = run(randomness.REFERENCE_SEED) if changed else None
+            return randomness.seed_dependent(eager, probe, again)
+        except Exception as e:
+            self.result["random_note"] = ("could not tell which tensors depend on random draws "
+                                          "(the eager reference failed under another seed): "
+                                          + _first_line(e))
+            return []
+        finally:
+            self.mark("random_probe_end")
 
     def _original_compile(self) -> Any:
         import torch
@@ -244,36 +274,48 @@ class ChildPlugin:
             raise InternalError(what) from e
 
     def _finish(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str],
-                ref: Optional[wl.Outputs], ref_note: Optional[str]) -> None:
+                ref: Optional[wl.Outputs], ref_note: Optional[str],
+                random: Optional[List[Dict[str, Any]]] = None) -> None:
         self.mark("eager_end")
         try:
-            self._compare(compiled, eager, eager_note, ref, ref_note)
+            self._compare(compiled, eager, eager_note, ref, ref_note, random or [])
         except InternalError:
             pass  # recorded in self.result; the session reports the check as an error
         self.mark("compared")
 
     def _compare(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str],
-                 ref: Optional[wl.Outputs], ref_note: Optional[str]) -> None:
+                 ref: Optional[wl.Outputs], ref_note: Optional[str],
+                 random: List[Dict[str, Any]]) -> None:
         with self.step("digesting the compiled outputs"):
             self.result["outputs"] = compare.describe(compiled)
+        calls = (_calls(compiled), _calls(eager))
+        if not eager_note and calls[0] != calls[1]:
+            eager_note = (f"the eager re-run of the test body made other compiled calls than the "
+                          f"compiled run (compiled: {', '.join(calls[0][:4]) or 'none'}; eager: "
+                          f"{', '.join(calls[1][:4]) or 'none'}), so their outputs do not line up")
         if eager_note:
             self.result["compare_eager"] = {"ok": None, "note": eager_note}
         else:
             tol = self.spec.get("eager_tolerance")
             with self.step("comparing compiled outputs with eager ones"):
                 self.result["compare_eager"] = compare.compare_with_eager(
-                    compiled, eager, ref, ref_note, tuple(tol) if tol else None)
-        cold = self.spec["cold_outputs"]
-        if self.spec["phase"] == "cold":
-            with self.step("saving the cold outputs"):
-                wl.save_outputs(compiled, cold)  # the warm phase compares against these
-        elif os.path.exists(cold):
-            with self.step("loading the cold phase's outputs"):
-                cold_outputs = wl.load_outputs(cold)
+                    compiled, eager, ref, ref_note, tuple(tol) if tol else None, random)
+        # the cold phase keeps its outputs for the warm one; a scenario may name others
+        # (the deploy scenario's warm outputs, for a fresh compile of this commit's code)
+        phase, cold = self.spec["phase"], self.spec["cold_outputs"]
+        keep = self.spec.get("save_outputs") or (cold if phase == "cold" else None)
+        against = self.spec.get("compare_outputs") or (cold if phase != "cold" else None)
+        if keep:
+            with self.step(f"saving the {phase} outputs"):
+                wl.save_outputs(compiled, keep)
+        if against and os.path.exists(against):
+            with self.step("loading the outputs to compare with"):
+                earlier = wl.load_outputs(against)
             tol = self.spec.get("tolerance")
-            with self.step("comparing warm outputs with cold ones"):
+            with self.step(f"comparing {phase} outputs with earlier ones"):
                 self.result["compare_cold"] = compare.compare_with_cold(
-                    compiled, cold_outputs, tuple(tol) if tol else None, ref)
+                    compiled, earlier, tuple(tol) if tol else None, ref,
+                    {r["name"] for r in random})
 
     # -- reporting -----------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
@@ -349,6 +391,7 @@ class BodyHooks:
         o.result["form"] = "test_body"
         if o.result["error"]:
             raise RuntimeError(o.result["error"])
+        self.rng_at_start = randomness.rng_state()  # the eager re-runs start here too
         with o.path.watching(o.artifact, o.device or "cpu"):
             skip = o.path_not_applicable(None)
             o.recorder.reset()
@@ -378,14 +421,16 @@ class BodyHooks:
         note = ref_note = None
         eager: wl.Outputs = {}
         ref: Optional[wl.Outputs] = None
+        random: List[Dict[str, Any]] = []
         try:
             with wl.force_eager() as why:
                 note = why
                 if why is None:
-                    eager = self._rerun(pyfuncitem)
+                    eager = self._rerun(pyfuncitem, randomness.REFERENCE_SEED)
+                    random = o.random_tensors(lambda seed: self._rerun(pyfuncitem, seed), eager)
                     try:
                         with float64.make_mode():
-                            ref = self._rerun(pyfuncitem)
+                            ref = self._rerun(pyfuncitem, randomness.REFERENCE_SEED)
                     except Exception as e:
                         ref_note = "the test body failed in float64: " + _first_line(e)
         except Exception:
@@ -394,24 +439,31 @@ class BodyHooks:
         finally:
             o._eager_pass = False
             o.recorder.active = False
+            o.recorder.reseed = None
         if ref is not None and not ref:
             ref, ref_note = None, "the test body recorded nothing in float64"
-        o._finish(compiled, eager, note, ref, ref_note)
+        o._finish(compiled, eager, note, ref, ref_note, random)
         return res
 
-    def _rerun(self, pyfuncitem: pytest.Function) -> wl.Outputs:
-        """The body once more, from the same seed, recording what it computes."""
-        import torch
-
+    def _rerun(self, pyfuncitem: pytest.Function, seed: int) -> wl.Outputs:
+        """The body once more, from the random state it started with, recording what
+        it computes; the random draws inside each compiled call come from `seed`."""
         o = self.owner
         o.recorder.reset()
         o.recorder.active = True
-        torch.manual_seed(int(o.spec.get("seed", 0)))
+        o.recorder.reseed = seed
+        randomness.set_rng_state(self.rng_at_start)
         try:
             pyfuncitem.ihook.pytest_pyfunc_call(pyfuncitem=pyfuncitem)
         finally:
             o.recorder.active = False
         return dict(o.recorder.outputs)
+
+
+def _calls(outputs: wl.Outputs) -> List[str]:
+    """The compiled calls a test body recorded, in order ("call0:fn")."""
+    return list(dict.fromkeys(n.split(":", 1)[0] + ":" + n.split(":", 1)[1].split("[")[0]
+                              .split(".")[0] for n in outputs if n.startswith("call")))
 
 
 def _first_line(e: BaseException) -> str:

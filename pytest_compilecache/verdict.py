@@ -482,7 +482,8 @@ def _outputs(res: CheckResult, cold: Dict[str, Any], warm: Dict[str, Any],
         else:
             # beyond a float64 run's noise is never "tiny", whatever its size
             tiny = all(m.get("max_abs_diff") is not None and m["max_abs_diff"] < TINY_DIFF
-                       and "float64" not in m for m in cmp_cold["mismatches"])
+                       and "float64" not in m and not m.get("random")
+                       for m in cmp_cold["mismatches"])
             why = (" - tiny: a nondeterministic kernel (atomic adds in a backward, say) is "
                    "likelier than a stale entry; if so, allow it with "
                    "--compile-cache-warm-tolerance=ATOL,RTOL" if tiny
@@ -493,8 +494,11 @@ def _outputs(res: CheckResult, cold: Dict[str, Any], warm: Dict[str, Any],
     if noise:
         shown = ", ".join(f"{v['name']} (max abs diff {v['max_abs_diff']:.3g}; RMSE "
                           f"{v['diff_rmse']:.3g}, allowed {v['limit']:.3g})" for v in noise[:3])
+        rule = ("of a float64 run" if not any(v.get("random") for v in noise) else
+                "(a float64 run's, or float32's noise floor for tensors that change with the "
+                "random seed)")
         res.notes.append(f"warm differs from cold bitwise in {len(noise)} tensor(s) within "
-                         f"arithmetic noise of a float64 run (a nondeterministic kernel, e.g. "
+                         f"arithmetic noise {rule} (a nondeterministic kernel, e.g. "
                          f"atomic adds): {shown}")
     for phase, cmp in (("cold", cold.get("compare_eager")), ("warm", warm.get("compare_eager"))):
         if not cmp:
@@ -517,9 +521,29 @@ def _outputs(res: CheckResult, cold: Dict[str, Any], warm: Dict[str, Any],
             _note(res, f"{phase}: {len(ungated)} gradient(s) that differ from eager are not "
                        f"gated: {why}; first {ungated[0]}, largest norm-relative difference "
                        f"{cmp.get('gradient_rel_error', 0):.3g}")
+    _random(res, cold, warm)
     if not warm.get("outputs"):
         res.notes.append("the workload returned no tensors to compare; record values with "
                          "the compile_cache fixture's record()")
+
+
+def _random(res: CheckResult, cold: Dict[str, Any], warm: Dict[str, Any]) -> None:
+    """Say which tensors eager cannot judge because they change with the random seed,
+    and what gates them instead."""
+    from pytest_compilecache.randomness import WHY
+
+    for rec in (warm, cold):
+        if rec.get("random_note"):
+            _note(res, rec["random_note"])
+    cmp = warm.get("compare_eager") or cold.get("compare_eager") or {}
+    names = [r["name"] for r in cmp.get("random") or []]
+    res.outputs["random"] = names
+    if names:
+        gate = ("they are gated warm vs cold instead: the same seed and compiled graph draw "
+                "the same numbers" if "compare_cold" in warm else "nothing else gates them here")
+        _note(res, f"compiled vs eager: {len(names)} of {cmp.get('total', len(names))} tensors "
+                   f"not comparable: {WHY}: {', '.join(names[:4])}"
+                   + (f" (+{len(names) - 4} more)" if len(names) > 4 else "") + f"; {gate}")
 
 
 def _note(res: CheckResult, text: str) -> None:

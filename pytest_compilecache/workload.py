@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.compare import Outputs
@@ -92,16 +92,46 @@ def flatten(prefix: str, value: Any, out: Outputs) -> None:
 
 class Recorder:
     """Collects outputs of every compiled callable (test-body form) and values that
-    the test records itself; names are positional so cold, warm and eager line up."""
+    the test records itself; names are positional so cold, warm and eager line up.
+
+    Only the outermost compiled call counts: run eagerly, a compiled function may call
+    others that torch compiles for itself (flex_attention compiles its own wrapper when
+    called outside torch.compile), which the compiled run never calls. `reseed`: the
+    seed an eager re-run gives each compiled call's random draws (`randomness.draws`)."""
 
     def __init__(self) -> None:
         self.outputs: Outputs = {}
         self._calls = 0
         self.active = False
+        self.depth = 0
+        self.reseed: Optional[int] = None
+        self._saved: List[Any] = []
 
     def reset(self) -> None:
         self.outputs = {}
         self._calls = 0
+        self.depth = 0
+
+    def enter(self) -> None:
+        """A compiled call begins (its random draws come from `reseed` when set)."""
+        self.depth += 1
+        if self.active and self.depth == 1 and self.reseed is not None:
+            import torch
+
+            from pytest_compilecache.randomness import rng_state
+
+            self._saved.append(rng_state())
+            torch.manual_seed(self.reseed + self._calls)
+
+    def leave(self, label: str, value: Any, record: bool = True) -> None:
+        """A compiled call returned `value`: recorded if it was the outermost one."""
+        self.depth = max(0, self.depth - 1)
+        if self.depth == 0 and self._saved:
+            from pytest_compilecache.randomness import set_rng_state
+
+            set_rng_state(self._saved.pop())
+        if self.depth == 0 and record:
+            self.record_call(label, value)
 
     def record_call(self, label: str, value: Any) -> None:
         if self.active:
@@ -126,13 +156,19 @@ def patch_torch_compile(recorder: Recorder) -> Callable[[], None]:
         compiled = original(model, *args, **kwargs)
         label = _label(model)
         if isinstance(compiled, torch.nn.Module):
-            compiled.register_forward_hook(lambda mod, a, out: recorder.record_call(label, out))
+            compiled.register_forward_pre_hook(lambda mod, a: recorder.enter())
+            compiled.register_forward_hook(lambda mod, a, out: recorder.leave(label, out))
             return compiled
 
         @functools.wraps(compiled)
         def call(*a: Any, **kw: Any) -> Any:
-            out = compiled(*a, **kw)
-            recorder.record_call(label, out)
+            recorder.enter()
+            try:
+                out = compiled(*a, **kw)
+            except BaseException:
+                recorder.leave(label, None, record=False)
+                raise
+            recorder.leave(label, out)
             return out
 
         return call
