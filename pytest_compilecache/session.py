@@ -248,6 +248,10 @@ class CompileCacheSession:
                      "watched": {k: str(v) for k, v in where.watched.items()},
                      "cold_outputs": str(root.phases / "cold-outputs.pt"), "via": scenario.via} \
                 if plan.artifact else {}
+            if plan.keeps_outputs:
+                extra["save_outputs"] = str(root.phases / f"{phase}-outputs.pt")
+            if plan.compare_with:
+                extra["compare_outputs"] = str(root.phases / f"{plan.compare_with}-outputs.pt")
             rec, failure = self._run_phase(item, where, phase, timings, tree=tree, extra=extra,
                                            env_extra=scenario.phase_env(plan))
             if failure is not None:

@@ -62,19 +62,41 @@ class Net(torch.nn.Module):
 
     def forward(self, x):
         return self.l2(scaled_sin(self.l1(x)))
+
+
+class DropNet(Net):
+    """The same with dropout, as models are trained: eager cannot judge the gradients
+    behind the mask (compiled code draws other masks)."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.l2(self.drop(scaled_sin(self.l1(x))))
 '''
 
 TESTS = '''
 import pytest
 import torch
 
-from pkg.model import Net
+from pkg.model import DropNet, Net
 from pytest_compilecache import ModelCase
 
 
 @pytest.fixture
 def net():
     return ModelCase(Net(), example_inputs=(torch.randn(4, 16),), train=True)
+
+
+@pytest.fixture
+def dropnet():
+    return ModelCase(DropNet(), example_inputs=(torch.randn(32, 16),), train=True)
+
+
+@pytest.mark.compile_cache
+def test_dropout_case(dropnet):
+    ...
 
 
 @pytest.mark.compile_cache
@@ -145,6 +167,27 @@ def test_a_stale_custom_op_backward_fails_naming_the_gradient_and_eager(repo):
                    "as far from a float64 run as eager" in p for p in c["problems"]), c["problems"]
 
 
+def test_a_stale_backward_behind_dropout_fails_against_a_fresh_head_compile(repo):
+    path, shas = repo["path"], repo["shas"]
+    git(path, "checkout", "-q", shas[1])
+    s = deploy(path, shas[0])
+    c = s["checks"]["test_dropout_case"]
+    assert c["verdict"] == "fail", s["out"][-3000:]
+    for layer in ("aot_autograd", "fx_graph"):
+        assert c["layers"][layer]["state"] == "hit", (layer, c["layers"][layer])
+    # the stale gradients change with the seed: eager cannot judge them...
+    assert "grad.l1.weight" in c["outputs"]["random"]
+    assert c["outputs"]["warm_vs_eager"]["ok"] is True
+    # ...a fresh compile of this commit's code can, and it was run for them
+    fresh = c["outputs"]["fresh_vs_warm"]
+    assert fresh["ok"] is False and "grad.l1.weight" in {m["name"] for m in fresh["mismatches"]}
+    assert c["timings"].get("fresh_process_s"), c["timings"]
+    assert any("differs from a fresh compile of this commit's code" in p for p in c["problems"]), \
+        c["problems"]
+    # the case without dropout needs no extra phase
+    assert not s["checks"]["test_case"]["timings"].get("fresh_process_s")
+
+
 def test_new_weights_from_an_init_order_change_deploy_clean(repo):
     path, shas = repo["path"], repo["shas"]
     git(path, "checkout", "-q", shas[2])
@@ -157,3 +200,8 @@ def test_new_weights_from_an_init_order_change_deploy_clean(repo):
     assert c["outputs"]["warm_vs_cold"]["ok"] is False
     assert c["outputs"]["warm_vs_eager"]["ok"] is True
     assert any(n.startswith("outputs differ from the baseline's (information") for n in c["notes"])
+    # with dropout: the random gradients equal a fresh compile of this commit's code
+    d = s["checks"]["test_dropout_case"]
+    assert d["verdict"] == "pass", d["problems"]
+    assert d["outputs"]["fresh_vs_warm"]["ok"] is True
+    assert any("a fresh compile of this commit's code" in n for n in d["notes"]), d["notes"]
