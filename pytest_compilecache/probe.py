@@ -2,8 +2,10 @@
 
 Stable hooks only, each feature-detected so torch 2.5-2.13 all work:
 counters (`torch._dynamo.utils.counters`), the structured-trace logger
-`torch.__trace` (cache keys, components, bypass reasons, PGO reads/writes) and,
-on triton >= 3.6, the compilation listener. No pytest import.
+`torch.__trace` (cache keys, components, bypass reasons, PGO reads/writes), on
+triton >= 3.6 the compilation listener, and the methods that autotune (`tuning`):
+torch replays the cold compile's inductor counters on an FX-graph cache hit, so no
+counter that a compile increments says what the warm process did. No pytest import.
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import re
 import time
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional
+
+from pytest_compilecache.tuning import TuningSpy
 
 TRACE_LOGGER = "torch.__trace"
 AOT_LOGGER = "torch._functorch._aot_autograd.autograd_cache"
@@ -188,6 +192,7 @@ class CacheObserver:
         self.triton_compiles: List[Dict[str, Any]] = []
         self.limit_hits: List[Dict[str, Any]] = []
         self.triton_listener = False
+        self.tuning = TuningSpy()
         self._restore: List[Callable[[], None]] = []
         self._before: Dict[str, Dict[str, int]] = {}
         self._after: Dict[str, Dict[str, int]] = {}
@@ -230,6 +235,8 @@ class CacheObserver:
         dl.addHandler(lh)  # its level and output stay the user's
         self._restore.append(lambda: dl.removeHandler(lh))
         self._install_triton_listener()
+        self.tuning.start()
+        self._restore.append(self.tuning.stop)
         self._before = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
         self._t0 = time.perf_counter()
 
@@ -346,4 +353,5 @@ class CacheObserver:
                 "graphs": self.graphs(), "kernels": self.kernel_info(),
                 "recompile_reasons": self.recompile_reasons(),
                 "dynamo": self.frame_compiles(),
+                "tuning": self.tuning.record(),
                 "layer_config": layer_config()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache import keys
@@ -421,22 +421,47 @@ def _explain_identical_recompiles(lv: LayerVerdict, twins: List[Dict[str, str]],
             break
 
 
+def tuning_done(rec: Dict[str, Any]) -> Tuple[Dict[str, List[str]], List[str]]:
+    """What a phase (a cache record) really tuned, per kind (`tuning.KINDS`), and for
+    each kind no spy could watch on this torch, a note: that kind is read from torch's
+    counter instead, which an FX-graph cache hit replays from the cold compile."""
+    from pytest_compilecache import tuning
+
+    t = rec.get("tuning") or {}
+    seen = tuning.summary(t) or {k: [] for k in tuning.KINDS}
+    degraded = []
+    counted = {"select": counter(rec, "inductor", "select_algorithm_autotune"),
+               "coordesc": counter(rec, "inductor", "coordesc_tuning_bench"),
+               "configs": sum(1 for s in (rec.get("kernels") or {}).get("autotune_cache_states", [])
+                              if s == "miss")}
+    for kind in tuning.KINDS:
+        if kind in (t.get("watched") or {}):
+            continue
+        seen[kind] = ["(counted)"] * counted[kind]
+        degraded.append(f"{tuning.KINDS[kind]} read from torch's counters, which an FX-graph "
+                        f"cache hit replays: " + ((t.get("unwatched") or {}).get(kind)
+                                                   or "no spy ran in this phase"))
+    return seen, degraded
+
+
 def autotune_benchmarks(rec: Dict[str, Any]) -> int:
-    """Benchmarks a phase ran (a cache record): autotuning it did not get from a cache."""
-    return (counter(rec, "inductor", "select_algorithm_autotune")
-            + counter(rec, "inductor", "coordesc_tuning_bench")
-            + sum(1 for s in (rec.get("kernels") or {}).get("autotune_cache_states", [])
-                  if s == "miss"))
+    """Tuning a phase really ran: autotuning it did not get from a cache."""
+    return sum(len(v) for v in tuning_done(rec)[0].values())
 
 
 def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str]) -> LayerVerdict:
-    cb, wb = autotune_benchmarks(cc), autotune_benchmarks(wc)
-    lv = LayerVerdict(state="hit", cold=f"{cb} benchmark(s)", warm=f"{wb} benchmark(s)")
+    from pytest_compilecache import tuning
+
+    (cs, _), (ws, degraded) = tuning_done(cc), tuning_done(wc)
+    cb, wb = sum(map(len, cs.values())), sum(map(len, ws.values()))
+    lv = LayerVerdict(state="hit", cold=f"{cb} tuned" + (f": {tuning.describe(cs)}" if cb else ""),
+                      warm=f"{wb} tuned" + (f": {tuning.describe(ws)}" if wb else ""))
     if not cb and not cold_files:
         lv.state, lv.reasons = "n/a", ["no autotuning ran cold (max-autotune off, or one config)"]
     if wb:
         lv.state = "miss"
-        lv.reasons.append(f"the warm run re-benchmarked {wb} time(s)")
+        lv.reasons.append(f"the warm run really tuned: {tuning.describe(ws)}")
+    lv.reasons += degraded
     return lv
 
 

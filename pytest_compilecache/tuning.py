@@ -1,0 +1,155 @@
+"""Autotuning that really runs in a phase process, observed where torch runs it.
+
+torch replays the cold compile's `counters["inductor"]` on an FX-graph cache hit
+(`counters["inductor"] += graph.counter_deltas`, torch/_inductor/codecache.py), so
+`select_algorithm_autotune` and `coordesc_tuning_bench` read the same in a warm process
+that tuned nothing. Instead each kind of tuning is counted by wrapping the method that
+does the work, for the phase's workload only:
+
+- template selection (max-autotune GEMM/conv): the benchmark of the choices, which the
+  local autotune cache skips on a hit (AlgorithmSelectorCache);
+- config benchmarks of a Triton kernel at its first launch, which a `.best_config` file
+  skips (CachingAutotuner.benchmark_all_configs);
+- coordinate-descent tuning of a kernel (CoordescTuner.autotune).
+
+Each spy is feature-detected: a torch without the method has that kind unobserved, and
+the record says so. Runs in the child; torch imported lazily; no pytest.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+KINDS = {"select": "template selection(s)", "configs": "config benchmark(s)",
+         "coordesc": "coordinate-descent tuning(s)"}
+
+
+def _selection_name(self: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> str:
+    """The op a selection benchmarks: its `name` argument where the method has one,
+    else the first choice's name."""
+    if args and isinstance(args[0], str):
+        return args[0]
+    if isinstance(kwargs.get("name"), str):
+        return kwargs["name"]
+    choices = kwargs.get("choices") or (args[0] if args else None)
+    first = choices[0] if isinstance(choices, (list, tuple)) and choices else None
+    return str(getattr(first, "name", "?"))
+
+
+def _kernel_name(self: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> str:
+    meta = getattr(self, "inductor_meta", None) or {}
+    name = meta.get("kernel_name") if isinstance(meta, dict) else None
+    return str(name or getattr(getattr(self, "fn", None), "__name__", None) or "?")
+
+
+def _tuner_name(self: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> str:
+    return str(getattr(self, "name", None) or "?")
+
+
+# kind -> candidate (module, class, method, namer), the first that exists is wrapped.
+# AlgorithmSelectorCache.benchmark counts select_algorithm_autotune on torch 2.8+ and
+# runs only on a miss of the local autotune cache (its `lookup`); before that the
+# benchmark is a closure in __call__, reached through the class's benchmark_* methods.
+SPIES: Dict[str, List[Tuple[str, str, str, Callable[..., str]]]] = {
+    "select": [
+        ("torch._inductor.select_algorithm", "AlgorithmSelectorCache", "autotune", _selection_name),
+        ("torch._inductor.select_algorithm", "AlgorithmSelectorCache", "benchmark",
+         _selection_name),
+        ("torch._inductor.select_algorithm", "AlgorithmSelectorCache",
+         "benchmark_example_value_and_choices", _selection_name),
+    ],
+    "configs": [
+        ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner", "benchmark_all_configs",
+         _kernel_name),
+        ("torch._inductor.triton_heuristics", "CachingAutotuner", "benchmark_all_configs",
+         _kernel_name),
+    ],
+    "coordesc": [
+        ("torch._inductor.runtime.coordinate_descent_tuner", "CoordescTuner", "autotune",
+         _tuner_name),
+        ("torch._inductor.coordinate_descent_tuner", "CoordescTuner", "autotune", _tuner_name),
+    ],
+}
+
+
+class TuningSpy:
+    """start() before the workload, stop() after; record() is JSON."""
+
+    def __init__(self) -> None:
+        self.seen: Dict[str, List[str]] = {k: [] for k in KINDS}
+        self.watched: Dict[str, str] = {}  # kind -> the method wrapped
+        self.unwatched: Dict[str, str] = {}  # kind -> why not
+        self._undo: List[Callable[[], None]] = []
+
+    def start(self) -> None:
+        for kind, candidates in SPIES.items():
+            for module, cls_name, method, namer in candidates:
+                target = _find(module, cls_name, method)
+                if target is None:
+                    continue
+                self._wrap(kind, target[0], method, target[1], namer)
+                self.watched[kind] = f"{cls_name}.{method}"
+                break
+            else:
+                self.unwatched[kind] = ("this torch has none of " + ", ".join(
+                    f"{c}.{m}" for _, c, m, _ in candidates))
+
+    def _wrap(self, kind: str, cls: Any, method: str, raw: Any,
+              namer: Callable[..., str]) -> None:
+        original = getattr(cls, method)
+        seen = self.seen[kind]
+
+        @functools.wraps(original)
+        def wrapper(this: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                seen.append(namer(this, args, kwargs))
+            except Exception:
+                seen.append("?")
+            return original(this, *args, **kwargs)
+
+        setattr(cls, method, wrapper)
+        self._undo.append(lambda: setattr(cls, method, raw))
+
+    def stop(self) -> None:
+        for undo in reversed(self._undo):
+            try:
+                undo()
+            except Exception:
+                pass
+        self._undo.clear()
+
+    def record(self) -> Dict[str, Any]:
+        return {"seen": {k: list(v) for k, v in self.seen.items()},
+                "watched": dict(self.watched), "unwatched": dict(self.unwatched)}
+
+
+def _find(module: str, cls_name: str, method: str) -> Optional[Tuple[Any, Any]]:
+    """(the class, the method as stored on it) or None when this torch lacks it."""
+    try:
+        cls = getattr(importlib.import_module(module), cls_name)
+    except Exception:
+        return None
+    raw = cls.__dict__.get(method)
+    if raw is None or isinstance(raw, (staticmethod, classmethod)):
+        return None
+    return cls, raw
+
+
+def summary(rec: Optional[Dict[str, Any]]) -> Optional[Dict[str, List[str]]]:
+    """What a phase really tuned, per kind; None when no spy ran (an older record)."""
+    if not rec or not rec.get("watched"):
+        return None
+    return {k: list((rec.get("seen") or {}).get(k) or []) for k in KINDS}
+
+
+def describe(seen: Dict[str, List[str]]) -> str:
+    """'2 template selection(s) (mm, addmm), 6 config benchmark(s) (triton_poi_...)'"""
+    parts = []
+    for kind, label in KINDS.items():
+        names = seen.get(kind) or []
+        if names:
+            short = list(dict.fromkeys(names))
+            more = f" +{len(short) - 3} more" if len(short) > 3 else ""
+            parts.append(f"{len(names)} {label} ({', '.join(short[:3])}{more})")
+    return ", ".join(parts)
