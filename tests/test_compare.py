@@ -95,3 +95,43 @@ def test_float64_mode_keeps_in_place_targets_and_random_draws() -> None:
     assert buf.dtype == torch.float32 and torch.allclose(buf.double(), y.detach(), atol=1e-6)
     exact = torch.nn.functional.linear(x.double(), plain.weight.double(), plain.bias.double())
     assert torch.allclose(y, exact, rtol=0, atol=1e-12)
+
+
+def test_seed_dependent_tensors_are_told_from_run_to_run_noise() -> None:
+    from pytest_compilecache.randomness import seed_dependent
+
+    g = torch.Generator().manual_seed(0)
+    ref = {n: torch.randn(256, generator=g) for n in ("masked", "atomic", "clean", "jittery")}
+    ref["mask"] = torch.arange(10)
+    probe = dict(ref)
+    probe["masked"] = ref["masked"] * (torch.rand(256, generator=g) > 0.1)  # another mask
+    probe["atomic"] = ref["atomic"] * (1 + 1e-9)  # reordered sums: within assert_close
+    probe["jittery"] = ref["jittery"] + 1e-3  # moves as much with the seed as without
+    probe["mask"] = torch.arange(10).flip(0)
+    again = dict(ref)
+    again["jittery"] = ref["jittery"] - 1e-3  # the same seed moves it as far
+    found = {r["name"]: r for r in seed_dependent(ref, probe, again)}
+    assert set(found) == {"masked", "mask"}
+    assert 0.05 < found["masked"]["seed_moved_rel"] < 1
+    # without a same-seed run, any change beyond assert_close counts
+    assert {r["name"] for r in seed_dependent(ref, probe, None)} == {"masked", "mask", "jittery"}
+
+
+def test_random_tensors_skip_eager_and_meet_the_noise_floor_warm_vs_cold() -> None:
+    g = torch.Generator().manual_seed(1)
+    out = torch.randn(64, 64, generator=g)
+    grad = torch.randn(64, generator=g)
+    other_mask = out * (torch.rand(64, 64, generator=g) > 0.1)
+    random = [{"name": "output", "seed_moved_rel": 0.3}]
+    cmp = compare.compare_with_eager({"output": other_mask, "grad.w": grad},
+                                     {"output": out, "grad.w": grad}, random=random)
+    assert cmp["ok"] and cmp["compared"] == 1 and cmp["total"] == 2 and cmp["random"] == random
+    # the same tensor, not known random, fails
+    assert not compare.compare_with_eager({"output": other_mask}, {"output": out})["ok"]
+    # warm vs cold: a random tensor may differ by float32's noise floor, no more
+    near = compare.compare_with_cold({"output": out * (1 + 1e-6)}, {"output": out}, None,
+                                     random={"output"})
+    assert near["ok"] and near["within_noise"][0]["random"]
+    far = compare.compare_with_cold({"output": other_mask}, {"output": out}, None,
+                                    random={"output"})
+    assert not far["ok"] and "changes with the random seed" in far["mismatches"][0]["message"]
