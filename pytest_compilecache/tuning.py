@@ -7,7 +7,8 @@ that tuned nothing. Instead each kind of tuning is counted by wrapping the metho
 does the work, for the phase's workload only:
 
 - template selection (max-autotune GEMM/conv): the benchmark of the choices, which the
-  local autotune cache skips on a hit (AlgorithmSelectorCache);
+  local autotune cache skips on a hit: the `benchmark` callable PersistentCache.lookup
+  is handed, run only on a miss (torch 2.5-2.15), else AlgorithmSelectorCache's method;
 - config benchmarks of a Triton kernel at its first launch, which a `.best_config` file
   skips (CachingAutotuner.benchmark_all_configs);
 - coordinate-descent tuning of a kernel (CoordescTuner.autotune).
@@ -37,6 +38,20 @@ def _selection_name(self: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) ->
     return str(getattr(first, "name", "?"))
 
 
+def _lookup_op(self: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> str:
+    """PersistentCache.lookup(choices, op, inputs, benchmark): the op it benchmarks."""
+    op = args[1] if len(args) > 1 else kwargs.get("op")
+    return str(op or "?")
+
+
+def _lookup_benchmark(args: Tuple[Any, ...], kwargs: Dict[str, Any]
+                      ) -> Tuple[Any, Callable[[Any], Tuple[Tuple[Any, ...], Dict[str, Any]]]]:
+    """lookup's `benchmark` argument and how to put a replacement in its place."""
+    if len(args) > 3:
+        return args[3], lambda new: (args[:3] + (new,) + args[4:], kwargs)
+    return kwargs.get("benchmark"), lambda new: (args, {**kwargs, "benchmark": new})
+
+
 def _kernel_name(self: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> str:
     meta = getattr(self, "inductor_meta", None) or {}
     name = meta.get("kernel_name") if isinstance(meta, dict) else None
@@ -48,11 +63,13 @@ def _tuner_name(self: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> str
 
 
 # kind -> candidate (module, class, method, namer), the first that exists is wrapped.
-# AlgorithmSelectorCache.benchmark counts select_algorithm_autotune on torch 2.8+ and
-# runs only on a miss of the local autotune cache (its `lookup`); before that the
-# benchmark is a closure in __call__, reached through the class's benchmark_* methods.
+# PersistentCache.lookup(choices, op, inputs, benchmark) calls `benchmark` only when the
+# local autotune cache misses, on every torch 2.5-2.15: its calls are the selections
+# really tuned (the `lookup` entry counts those, not lookup's own calls). The methods
+# after it run only on a miss too, for a torch whose lookup has another shape.
 SPIES: Dict[str, List[Tuple[str, str, str, Callable[..., str]]]] = {
     "select": [
+        ("torch._inductor.codecache", "PersistentCache", "lookup", _lookup_op),
         ("torch._inductor.select_algorithm", "AlgorithmSelectorCache", "autotune", _selection_name),
         ("torch._inductor.select_algorithm", "AlgorithmSelectorCache", "benchmark",
          _selection_name),
@@ -100,13 +117,28 @@ class TuningSpy:
         original = getattr(cls, method)
         seen = self.seen[kind]
 
-        @functools.wraps(original)
-        def wrapper(this: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                seen.append(namer(this, args, kwargs))
-            except Exception:
-                seen.append("?")
-            return original(this, *args, **kwargs)
+        if method == "lookup":
+            @functools.wraps(original)
+            def wrapper(this: Any, *args: Any, **kwargs: Any) -> Any:
+                benchmark, replace = _lookup_benchmark(args, kwargs)
+                if not callable(benchmark):
+                    return original(this, *args, **kwargs)
+                name = namer(this, args, kwargs)
+
+                def counted(*a: Any, **k: Any) -> Any:
+                    seen.append(name)
+                    return benchmark(*a, **k)
+
+                args, kwargs = replace(counted)
+                return original(this, *args, **kwargs)
+        else:
+            @functools.wraps(original)
+            def wrapper(this: Any, *args: Any, **kwargs: Any) -> Any:
+                try:
+                    seen.append(namer(this, args, kwargs))
+                except Exception:
+                    seen.append("?")
+                return original(this, *args, **kwargs)
 
         setattr(cls, method, wrapper)
         self._undo.append(lambda: setattr(cls, method, raw))
