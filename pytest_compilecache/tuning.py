@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 KINDS = {"select": "template selection(s)", "configs": "config benchmark(s)",
@@ -95,6 +96,7 @@ class TuningSpy:
 
     def __init__(self) -> None:
         self.seen: Dict[str, List[str]] = {k: [] for k in KINDS}
+        self.why: Dict[str, str] = {}  # kernel -> what its stored tuning result was
         self.watched: Dict[str, str] = {}  # kind -> the method wrapped
         self.unwatched: Dict[str, str] = {}  # kind -> why not
         self._undo: List[Callable[[], None]] = []
@@ -132,12 +134,17 @@ class TuningSpy:
                 args, kwargs = replace(counted)
                 return original(this, *args, **kwargs)
         else:
+            why = self.why if kind == "configs" else None
+
             @functools.wraps(original)
             def wrapper(this: Any, *args: Any, **kwargs: Any) -> Any:
                 try:
-                    seen.append(namer(this, args, kwargs))
+                    name = namer(this, args, kwargs)
+                    if why is not None:
+                        why[name] = stored_result(this)
                 except Exception:
-                    seen.append("?")
+                    name = "?"
+                seen.append(name)
                 return original(this, *args, **kwargs)
 
         setattr(cls, method, wrapper)
@@ -152,8 +159,55 @@ class TuningSpy:
         self._undo.clear()
 
     def record(self) -> Dict[str, Any]:
-        return {"seen": {k: list(v) for k, v in self.seen.items()},
+        return {"seen": {k: list(v) for k, v in self.seen.items()}, "why": dict(self.why),
                 "watched": dict(self.watched), "unwatched": dict(self.unwatched)}
+
+
+# What a kernel's `.best_config` said when its configs were benchmarked anyway.
+NOT_STORED = "no tuning result stored for it"
+OTHER_LIST = "its stored result is for another list of configs"
+NOT_RELOADED = ("its stored result names a config outside the kernel's list, which this "
+                "torch does not reload (found by coordinate descent or register-spill "
+                "RBLOCK scaling)")
+IGNORED = "its stored result was there and matched; torch benchmarked anyway"
+
+
+def explain(rec: Optional[Dict[str, Any]]) -> List[str]:
+    """'config benchmarks where <what was stored>: kernel, ...' per kind of stored result."""
+    by_reason: Dict[str, List[str]] = {}
+    for kernel, why in ((rec or {}).get("why") or {}).items():
+        if why:
+            by_reason.setdefault(why, []).append(kernel)
+    return [f"config benchmark(s) where {why}: {_names(kernels)}"
+            for why, kernels in sorted(by_reason.items())]
+
+
+def stored_result(tuner: Any) -> str:
+    """Why a CachingAutotuner benchmarks its configs: what its `.best_config` holds,
+    read before the benchmark overwrites it. '' where this torch's autotune cache
+    cannot be read this way (local cache off, another layout)."""
+    cache = getattr(getattr(tuner, "save_cache_hook", None), "__self__", None)
+    local = getattr(cache, "local_cache", None)
+    if not (isinstance(local, tuple) and len(local) == 2 and isinstance(local[1], str)):
+        return ""
+    try:
+        with open(local[1]) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return NOT_STORED
+    except (OSError, ValueError):
+        return "its stored result cannot be read"
+    if not isinstance(data, dict):
+        return "its stored result cannot be read"
+    if data.get("configs_hash") != getattr(cache, "configs_hash", None):
+        return OTHER_LIST
+    for cfg in getattr(tuner, "configs", None) or []:
+        kw = getattr(cfg, "kwargs", {}) or {}
+        if (all(data.get(k) == v for k, v in kw.items())
+                and getattr(cfg, "num_warps", None) == data.get("num_warps")
+                and getattr(cfg, "num_stages", None) == data.get("num_stages")):
+            return IGNORED
+    return NOT_RELOADED
 
 
 def _find(module: str, cls_name: str, method: str) -> Optional[Tuple[Any, Any]]:
@@ -181,7 +235,11 @@ def describe(seen: Dict[str, List[str]]) -> str:
     for kind, label in KINDS.items():
         names = seen.get(kind) or []
         if names:
-            short = list(dict.fromkeys(names))
-            more = f" +{len(short) - 3} more" if len(short) > 3 else ""
-            parts.append(f"{len(names)} {label} ({', '.join(short[:3])}{more})")
+            parts.append(f"{len(names)} {label} ({_names(names)})")
     return ", ".join(parts)
+
+
+def _names(names: List[str]) -> str:
+    short = list(dict.fromkeys(names))
+    more = f" +{len(short) - 3} more" if len(short) > 3 else ""
+    return ", ".join(short[:3]) + more

@@ -461,6 +461,7 @@ def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str
     if wb:
         lv.state = "miss"
         lv.reasons.append(f"the warm run really tuned: {tuning.describe(ws)}")
+        lv.reasons += tuning.explain(wc.get("tuning"))
     lv.reasons += degraded
     return lv
 

@@ -18,13 +18,15 @@ case "${1:-}" in
     export PYTHONUNBUFFERED=1
     ptxas=$(python -c "import pathlib, torch; print(pathlib.Path(torch.__file__).parent / 'bin' / 'ptxas')")
     [ -x "$ptxas" ] && export TRITON_PTXAS_PATH=$ptxas
+    (  # the pairs alongside the checks: GPU contention moves timings, not counts
+      for args in "mlp max-autotune-no-cudagraphs" "resnet18 max-autotune" \
+                  "mlp max-autotune-no-cudagraphs --delete-best-config"; do
+        # shellcheck disable=SC2086
+        python benchmarks/gpu_acceptance/autotune_pair.py $args | tail -1 >>"$res/pairs.jsonl"
+      done ) &
     OUT=$res bash benchmarks/gpu_acceptance/run.sh benchmarks/sharding/test_eight_models.py \
       --compile-cache-keep "$@"
-    for args in "mlp max-autotune-no-cudagraphs" "resnet18 max-autotune" \
-                "mlp max-autotune-no-cudagraphs --delete-best-config"; do
-      # shellcheck disable=SC2086
-      python benchmarks/gpu_acceptance/autotune_pair.py $args | tail -1 >>"$res/pairs.jsonl"
-    done
+    wait
     python - "$res" <<'PY'
 import json, shutil, sys, tarfile
 from pathlib import Path
@@ -32,14 +34,14 @@ res = Path(sys.argv[1])
 report = json.loads((res / "gpu-report.json").read_text())
 with tarfile.open(res / "records.tar.gz", "w:gz") as tar:
     for c in report["checks"]:
-        if "max_autotune" in c["nodeid"] or "autotune_results_deleted" in c["nodeid"]:
+        if any(k in c["nodeid"] for k in ("max_autotune", "autotune_results_deleted", "training")):
             root = Path(c.get("cache_root") or "/nonexistent") / "phases"
             for ph in ("cold", "warm"):
                 if (root / f"{ph}.json").exists():
                     tar.add(root / f"{ph}.json", arcname=f"{c['nodeid'].split('::')[-1]}/{ph}.json")
 PY
     gzip -f "$res/gpu-report.json"
-    echo done >"$res/finished" ;;
+    echo "done" >"$res/finished" ;;
   wait)
     deadline=$((SECONDS + ${2:-540}))
     while [ ! -e "$res/finished" ] && kill -0 "$(cat "$res/pid")" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 5; done
