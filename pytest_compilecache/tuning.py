@@ -13,6 +13,13 @@ does the work, for the phase's workload only:
   skips (CachingAutotuner.benchmark_all_configs);
 - coordinate-descent tuning of a kernel (CoordescTuner.autotune).
 
+For each kernel tuned, the record also says what its stored result (`.best_config`)
+held just before: nothing, a result for another config list, a config this torch does
+not reload (torch 2.11 re-tunes a kernel whose coordinate-descent winner lies outside
+its starting configs at every start; 2.13 reloads it), or no cache at all (a kernel
+with one config at compile time gets none, so torch tunes it at every start: not a
+miss).
+
 Each spy is feature-detected: a torch without the method has that kind unobserved, and
 the record says so. Runs in the child; torch imported lazily; no pytest.
 """
@@ -91,6 +98,13 @@ SPIES: Dict[str, List[Tuple[str, str, str, Callable[..., str]]]] = {
 }
 
 
+# Where a kernel's coordinate-descent tuning starts, to read its stored result first.
+REASON_SPIES = [
+    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner", "coordinate_descent_tuning"),
+    ("torch._inductor.triton_heuristics", "CachingAutotuner", "coordinate_descent_tuning"),
+]
+
+
 class TuningSpy:
     """start() before the workload, stop() after; record() is JSON."""
 
@@ -102,6 +116,11 @@ class TuningSpy:
         self._undo: List[Callable[[], None]] = []
 
     def start(self) -> None:
+        for module, cls_name, method in REASON_SPIES:
+            target = _find(module, cls_name, method)
+            if target is not None:
+                self._wrap_reason(target[0], method, target[1])
+                break
         for kind, candidates in SPIES.items():
             for module, cls_name, method, namer in candidates:
                 target = _find(module, cls_name, method)
@@ -141,11 +160,28 @@ class TuningSpy:
                 try:
                     name = namer(this, args, kwargs)
                     if why is not None:
-                        why[name] = stored_result(this)
+                        why.setdefault(name, stored_result(this))
                 except Exception:
                     name = "?"
                 seen.append(name)
                 return original(this, *args, **kwargs)
+
+        setattr(cls, method, wrapper)
+        self._undo.append(lambda: setattr(cls, method, raw))
+
+    def _wrap_reason(self, cls: Any, method: str, raw: Any) -> None:
+        """Coordinate descent starts from the kernel's autotuner: read what its stored
+        result was there (the tuner itself is counted by CoordescTuner.autotune)."""
+        original = getattr(cls, method)
+        why = self.why
+
+        @functools.wraps(original)
+        def wrapper(this: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                why.setdefault(_kernel_name(this, args, kwargs), stored_result(this))
+            except Exception:
+                pass
+            return original(this, *args, **kwargs)
 
         setattr(cls, method, wrapper)
         self._undo.append(lambda: setattr(cls, method, raw))
@@ -163,7 +199,9 @@ class TuningSpy:
                 "watched": dict(self.watched), "unwatched": dict(self.unwatched)}
 
 
-# What a kernel's `.best_config` said when its configs were benchmarked anyway.
+# What a kernel's `.best_config` said when it was tuned anyway.
+NO_CACHE = ("torch keeps no tuning result for it (it had one config when compiled, so no "
+            "autotune cache; more were added at launch): it is tuned at every start")
 NOT_STORED = "no tuning result stored for it"
 OTHER_LIST = "its stored result is for another list of configs"
 NOT_RELOADED = ("its stored result names a config outside the kernel's list, which this "
@@ -172,21 +210,30 @@ NOT_RELOADED = ("its stored result names a config outside the kernel's list, whi
 IGNORED = "its stored result was there and matched; torch benchmarked anyway"
 
 
-def explain(rec: Optional[Dict[str, Any]]) -> List[str]:
-    """'config benchmarks where <what was stored>: kernel, ...' per kind of stored result."""
+def explain(rec: Optional[Dict[str, Any]], kernels: List[str]) -> List[str]:
+    """'tuned where <what was stored>: kernel, ...', per kind of stored result, for
+    these kernels."""
+    why = (rec or {}).get("why") or {}
     by_reason: Dict[str, List[str]] = {}
-    for kernel, why in ((rec or {}).get("why") or {}).items():
-        if why:
-            by_reason.setdefault(why, []).append(kernel)
-    return [f"config benchmark(s) where {why}: {_names(kernels)}"
-            for why, kernels in sorted(by_reason.items())]
+    for kernel in dict.fromkeys(kernels):
+        if why.get(kernel):
+            by_reason.setdefault(why[kernel], []).append(kernel)
+    return [f"tuned where {reason}: {_names(names)}" for reason, names in sorted(by_reason.items())]
+
+
+def untunable(rec: Optional[Dict[str, Any]]) -> List[str]:
+    """Kernels torch keeps no tuning result for: tuned at every start, no cache miss."""
+    return [k for k, why in ((rec or {}).get("why") or {}).items() if why == NO_CACHE]
 
 
 def stored_result(tuner: Any) -> str:
     """Why a CachingAutotuner benchmarks its configs: what its `.best_config` holds,
     read before the benchmark overwrites it. '' where this torch's autotune cache
     cannot be read this way (local cache off, another layout)."""
-    cache = getattr(getattr(tuner, "save_cache_hook", None), "__self__", None)
+    hook = getattr(tuner, "save_cache_hook", False)
+    if hook is None:
+        return NO_CACHE
+    cache = getattr(hook, "__self__", None)
     local = getattr(cache, "local_cache", None)
     if not (isinstance(local, tuple) and len(local) == 2 and isinstance(local[1], str)):
         return ""

@@ -117,7 +117,8 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
         res.layers[layer] = _keyed_layer(layer, cc, wc, config.get(layer), saved, precompiled)
     res.layers["dynamo_pgo"] = _pgo_layer(cc, wc, config.get("dynamo_pgo"))
     res.layers["kernels"] = _kernels_layer(cc, wc, cold_files.get("kernels", []))
-    res.layers["autotune"] = _autotune_layer(cc, wc, cold_files.get("autotune", []))
+    res.layers["autotune"], tuning_notes = _autotune_layer(cc, wc, cold_files.get("autotune", []))
+    res.notes += tuning_notes
     for layer, paths in warm_files.items():
         if layer == "other":
             continue
@@ -449,7 +450,10 @@ def autotune_benchmarks(rec: Dict[str, Any]) -> int:
     return sum(len(v) for v in tuning_done(rec)[0].values())
 
 
-def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str]) -> LayerVerdict:
+def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str]
+                    ) -> Tuple[LayerVerdict, List[str]]:
+    """The layer, and notes on tuning no cache could have spared (kernels torch keeps
+    no tuning result for)."""
     from pytest_compilecache import tuning
 
     (cs, _), (ws, degraded) = tuning_done(cc), tuning_done(wc)
@@ -458,12 +462,18 @@ def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str
                       warm=f"{wb} tuned" + (f": {tuning.describe(ws)}" if wb else ""))
     if not cb and not cold_files:
         lv.state, lv.reasons = "n/a", ["no autotuning ran cold (max-autotune off, or one config)"]
-    if wb:
+    uncached = set(tuning.untunable(wc.get("tuning")))
+    missed = {k: [n for n in v if n not in uncached] for k, v in ws.items()}
+    notes = []
+    if uncached & {n for v in ws.values() for n in v}:
+        notes.append("autotune: the warm run tuned kernel(s) no cache could spare: "
+                     + tuning.explain(wc.get("tuning"), sorted(uncached))[0])
+    if any(missed.values()):
         lv.state = "miss"
-        lv.reasons.append(f"the warm run really tuned: {tuning.describe(ws)}")
-        lv.reasons += tuning.explain(wc.get("tuning"))
+        lv.reasons.append(f"the warm run really tuned: {tuning.describe(missed)}")
+        lv.reasons += tuning.explain(wc.get("tuning"), [n for v in missed.values() for n in v])
     lv.reasons += degraded
-    return lv
+    return lv, notes
 
 
 def _graph_rows(cc: Dict[str, Any], wc: Dict[str, Any], saved: Set[str]) -> List[Dict[str, Any]]:
