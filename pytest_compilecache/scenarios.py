@@ -70,7 +70,7 @@ class Scenario:
 class LocalRestart(Scenario):
     """The same machine restarts over the same cache directories: cold, then warm."""
     name = "local"
-    phases = (PhasePlan("cold"), PhasePlan("warm"))
+    phases: Tuple[PhasePlan, ...] = (PhasePlan("cold"), PhasePlan("warm"))
     cold_is_other_code = False
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
