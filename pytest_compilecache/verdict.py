@@ -424,24 +424,23 @@ def _explain_identical_recompiles(lv: LayerVerdict, twins: List[Dict[str, str]],
 
 def tuning_done(rec: Dict[str, Any]) -> Tuple[Dict[str, List[str]], List[str]]:
     """What a phase (a cache record) really tuned, per kind (`tuning.KINDS`), and for
-    each kind no spy could watch on this torch, a note: that kind is read from torch's
-    counter instead, which an FX-graph cache hit replays from the cold compile."""
+    each kind no spy could watch on this torch, a note: that kind is not counted, as its
+    counter cannot tell (an FX-graph cache hit replays it from the cold compile)."""
     from pytest_compilecache import tuning
 
     t = rec.get("tuning") or {}
     seen = tuning.summary(t) or {k: [] for k in tuning.KINDS}
+    counters = {"select": counter(rec, "inductor", "select_algorithm_autotune"),
+                "coordesc": counter(rec, "inductor", "coordesc_tuning_bench")}
     degraded = []
-    counted = {"select": counter(rec, "inductor", "select_algorithm_autotune"),
-               "coordesc": counter(rec, "inductor", "coordesc_tuning_bench"),
-               "configs": sum(1 for s in (rec.get("kernels") or {}).get("autotune_cache_states", [])
-                              if s == "miss")}
     for kind in tuning.KINDS:
         if kind in (t.get("watched") or {}):
             continue
-        seen[kind] = ["(counted)"] * counted[kind]
-        degraded.append(f"{tuning.KINDS[kind]} read from torch's counters, which an FX-graph "
-                        f"cache hit replays: " + ((t.get("unwatched") or {}).get(kind)
-                                                   or "no spy ran in this phase"))
+        seen[kind] = []
+        why = (t.get("unwatched") or {}).get(kind) or "no spy ran in this phase"
+        replayed = (f" (torch's counter says {counters[kind]}, but an FX-graph cache hit "
+                    "replays it from the cold compile)" if counters.get(kind) else "")
+        degraded.append(f"{tuning.KINDS[kind]} not observed: {why}{replayed}")
     return seen, degraded
 
 
@@ -473,6 +472,7 @@ def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str
         lv.reasons.append(f"the warm run really tuned: {tuning.describe(missed)}")
         lv.reasons += tuning.explain(wc.get("tuning"), [n for v in missed.values() for n in v])
     lv.reasons += degraded
+    notes += [f"autotune: {d}" for d in degraded]  # shown whatever the state
     return lv, notes
 
 

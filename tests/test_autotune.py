@@ -7,8 +7,10 @@ graph.counter_deltas`).
   and benchmarks nothing.
 - Recorded GPU phases (tests/data/autotune_gpu/, see its README): an MLP under
   `max-autotune-no-cudagraphs` on an H100, whose warm FX hit replayed
-  `select_algorithm_autotune` while nothing was tuned, and the same MLP with its
-  `.best_config` files deleted between the phases, which really tuned again.
+  `select_algorithm_autotune` while nothing was tuned; the same MLP with its
+  `.best_config` files deleted between the phases, which really tuned again; resnet18
+  under `max-autotune`, which torch 2.11 re-tunes; a convnext training step with a
+  kernel torch keeps no tuning result for.
 """
 from __future__ import annotations
 
@@ -58,3 +60,62 @@ def test_template_selection_is_counted_where_it_runs(frozen: RepoRun) -> None:
     assert lv["cold"].startswith("2 tuned: 2 template selection(s)"), lv
     assert lv["warm"] == "0 tuned"
     assert c["layers"]["fx_graph"]["state"] == "bypass"
+
+
+def _layer(name: str):
+    from pytest_compilecache.verdict import _autotune_layer, counter
+
+    rec = json.loads((DATA / f"{name}.json").read_text())
+    cold, warm = rec["cold"]["cache"], rec["warm"]["cache"]
+    return (*_autotune_layer(cold, warm, []), warm, counter)
+
+
+def test_a_warm_fx_hit_that_replayed_autotune_counters_reads_hit() -> None:
+    lv, notes, warm, counter = _layer("mlp_max_autotune")
+    # torch replayed the cold compile's counters on the FX hit...
+    assert counter(warm, "inductor", "select_algorithm_autotune") == 2
+    assert counter(warm, "inductor", "coordesc_tuning_bench") > 0
+    # ...while the warm process tuned nothing
+    assert (lv.state, lv.warm, notes) == ("hit", "0 tuned", []), lv
+    assert lv.cold.startswith("6 tuned: 2 template selection(s) (mm, addmm)"), lv.cold
+
+
+def test_deleted_tuning_results_fail_naming_autotune() -> None:
+    lv, _, _, _ = _layer("mlp_best_config_deleted")
+    assert lv.state == "miss"
+    assert lv.reasons[0] == ("the warm run really tuned: 1 config benchmark(s) "
+                             "(triton_poi_fused_addmm_relu_0), 1 coordinate-descent tuning(s) "
+                             "(triton_poi_fused_addmm_relu_0)"), lv.reasons
+    assert "no tuning result stored for it: triton_poi_fused_addmm_relu_0" in lv.reasons[1]
+
+
+def test_a_stored_result_torch_does_not_reload_is_named() -> None:
+    lv, _, _, _ = _layer("resnet18_max_autotune")
+    assert lv.state == "miss" and lv.warm.startswith("6 tuned: 6 coordinate-descent"), lv
+    assert any("names a config outside the kernel's list, which this torch does not reload"
+               in r for r in lv.reasons), lv.reasons
+
+
+def test_a_kernel_torch_keeps_no_result_for_is_a_note_not_a_miss() -> None:
+    lv, notes, _, _ = _layer("convnext_tiny_training")
+    assert lv.state == "hit" and lv.warm.startswith("1 tuned: 1 config benchmark(s)"), lv
+    assert len(notes) == 1 and "no cache could spare" in notes[0], notes
+    assert "triton_red_fused_add_native_layer_norm_backward_permute_81" in notes[0]
+
+
+def test_a_torch_without_a_spy_leaves_that_kind_unjudged_and_says_so() -> None:
+    from pytest_compilecache.verdict import _autotune_layer
+
+    rec = json.loads((DATA / "mlp_max_autotune.json").read_text())
+    cold, warm = rec["cold"]["cache"], rec["warm"]["cache"]
+    for phase in (cold, warm):  # as on a torch where PersistentCache.lookup is absent
+        t = phase["tuning"]
+        del t["watched"]["select"]
+        t["unwatched"]["select"] = "this torch has none of PersistentCache.lookup"
+    lv, notes = _autotune_layer(cold, warm, [])
+    # the replayed counter is no evidence of tuning: not counted, and the layer says why
+    assert lv.state == "hit" and lv.warm == "0 tuned", lv
+    assert lv.reasons == ["template selection(s) not observed: this torch has none of "
+                          "PersistentCache.lookup (torch's counter says 2, but an FX-graph "
+                          "cache hit replays it from the cold compile)"], lv.reasons
+    assert notes == ["autotune: " + lv.reasons[0]]
