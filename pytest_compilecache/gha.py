@@ -98,6 +98,9 @@ def annotation_lines(data: Dict[str, Any], workspace: Optional[str] = None) -> L
                                      f"check(s) not annotated (GitHub shows "
                                      f"{ANNOTATIONS_PER_STEP} per step); see the job summary",
                            title="compile-cache"))
+    if data.get("no_checks"):
+        out.append(command("warning", f"Nothing was checked. {data['no_checks']}",
+                           title="compile-cache"))
     if results and {r.device for r in results if r.device} == {"cpu"}:
         out.append(command("notice", "CPU-only run: the Triton kernel and GPU autotune cache "
                                      "layers were not exercised", title="compile-cache"))

@@ -82,6 +82,8 @@ def title(data: Dict[str, Any], results: Sequence[CheckResult]) -> List[str]:
     if results and {r.device for r in results if r.device} == {"cpu"}:
         lines += ["", "> [!NOTE]", "> Checks ran on CPU: Inductor built C++ kernels, so the "
                   "Triton kernel and GPU autotune layers were not exercised."]
+    if data.get("no_checks"):
+        lines += ["", f"> [!WARNING]\n> Nothing was checked. {data['no_checks']}."]
     if data.get("interrupted"):
         lines += ["", f"> [!WARNING]\n> The session was interrupted "
                       f"({data['interrupted'].get('by')}); checks it did not finish are `not run`."]

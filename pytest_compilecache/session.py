@@ -117,11 +117,14 @@ class CompileCacheSession:
         self._locations: Dict[str, Dict[str, Any]] = {}  # node id -> test file and def line
         self.gone: List[str] = []
         self.interrupted: Optional[Dict[str, str]] = None
+        self.no_checks: Optional[str] = None  # why nothing was checked, at the end
         self.ledger = Ledger(None)  # the controller's gets its results dir in configure
 
     # -- collection ------------------------------------------------------------------
-    @pytest.hookimpl(tryfirst=True)
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: List[pytest.Item]) -> None:
+        """Last: a conftest's own implementation (the usual place to mark tests) and
+        `-k`/`-m` have run, so the markers it added are seen."""
         for i, item in enumerate(items):
             if isinstance(item, pytest.Function) and item.get_closest_marker(MARKER) \
                     and item.parent is not None:
@@ -611,8 +614,11 @@ class CompileCacheSession:
             self.interrupted = {"by": lifetime.received or "KeyboardInterrupt"}
         self.ledger.account(self.results, self._check_ids, self._deselected,
                             self.interrupted["by"] if self.interrupted else None)
+        self.no_checks = None if (self.results or self._check_ids or self.ledger.collected) \
+            else NO_CHECKS
         if self.settings.report:
             data = self.report_dict()
+            data["no_checks"] = self.no_checks
             data["baseline_gone"] = self.gone
             data["exitstatus"] = int(exitstatus)
             data["interrupted"] = self.interrupted
@@ -626,7 +632,12 @@ class CompileCacheSession:
             self.ledger.failed_report(report.nodeid, report.longreprtext or "")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if getattr(self.config, "workerinput", None) is not None or not self.results:
+        if getattr(self.config, "workerinput", None) is not None:
+            return
+        if self.no_checks:
+            terminalreporter.write_sep("=", "compile-cache: no check ran", yellow=True, bold=True)
+            terminalreporter.write_line(self.no_checks, yellow=True)
+        if not self.results:
             return
         terminalreporter.write_sep("=", "compile-cache summary")
         for line in report.summary_lines(self.results):
@@ -637,6 +648,12 @@ class CompileCacheSession:
             terminalreporter.write_line(f"key manifest: {path}")
         if self.settings.report:
             terminalreporter.write_line(f"report written to {self.settings.report}")
+
+
+NO_CHECKS = ("--compile-cache-check selected no check: no collected test carries the "
+             "compile_cache marker (mark a test or its module with "
+             "@pytest.mark.compile_cache, in the file or in a conftest's "
+             "pytest_collection_modifyitems; -k, -m and --compile-cache-shard can leave none)")
 
 
 def _deselect(config: pytest.Config, items: List[pytest.Item], keep: Any) -> None:

@@ -1,0 +1,53 @@
+"""Which tests become checks: markers a conftest adds while collecting count, and a
+session that checks nothing says so (terminal, report, the Action's summary)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_repo
+
+MARKED_IN_CONFTEST = {
+    "conftest.py": '''
+import pytest
+
+def pytest_collection_modifyitems(config, items):  # as kornia's conftest marks its tests
+    for item in items:
+        if "dynamo" in item.name:
+            item.add_marker(pytest.mark.compile_cache)
+''',
+    "test_ops.py": '''
+import torch
+
+def test_dynamo():
+    f = torch.compile(lambda x: torch.sin(x) * 2 + 1)
+    torch.testing.assert_close(f(torch.ones(8)), torch.sin(torch.ones(8)) * 2 + 1)
+
+def test_plain():
+    assert 1 + 1 == 2
+''',
+}
+
+
+@pytest.mark.slow
+def test_a_marker_a_conftest_adds_while_collecting_makes_a_check(tmp_path) -> None:
+    run = run_repo(tmp_path, MARKED_IN_CONFTEST)
+    assert run.ret == 0, run.out[-3000:]
+    assert [c["nodeid"] for c in run.report["checks"]] == ["test_ops.py::test_dynamo"]
+    assert run.check("test_dynamo")["verdict"] == "pass"
+    assert run.report["no_checks"] is None
+    assert "no check ran" not in run.out
+
+
+def test_a_session_that_checks_nothing_says_so(tmp_path) -> None:
+    from pytest_compilecache import gha, markdown
+
+    files = dict(MARKED_IN_CONFTEST, **{"conftest.py": ""})
+    run = run_repo(tmp_path, files, "-k", "plain")
+    assert run.ret == 0, run.out[-3000:]
+    assert "compile-cache: no check ran" in run.out
+    assert "selected no check: no collected test carries the compile_cache marker" in run.out
+    assert run.report["checks"] == [] and "compile_cache marker" in run.report["no_checks"]
+    assert "Nothing was checked. --compile-cache-check selected no check" in \
+        markdown.render(run.report)
+    assert any(line.startswith("::warning title=compile-cache::Nothing was checked")
+               for line in gha.annotation_lines(run.report)), gha.annotation_lines(run.report)
