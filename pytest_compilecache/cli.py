@@ -139,19 +139,24 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     recorded: List[str] = []
 
     def manifest_at(commit: Dict[str, Any], targets: Optional[List[str]]) -> Dict[str, Any]:
-        """The commit's manifest holding `targets` (None: whatever pytest_args select)."""
+        """The commit's manifest holding `targets` (None: exactly what pytest_args select,
+        recorded into a store of its own: the shared one also holds earlier sessions'
+        checks, which these arguments may not select)."""
         sha = commit["sha"]
         found = store.load(env_id, sha)
         if found is not None and targets is not None and all(t in found["checks"] for t in targets):
             return found
+        into = store if targets is not None else ManifestStore(logdir / "selected")
         with history.worktree(repo, sha) as tree:
             log = logdir / f"{commit['short']}.log"
             print(f"  recording {commit['short']} \"{commit.get('subject', '')}\" (log: {log})",
                   flush=True)
-            rc = record(tree, pytest_args, store.root, options, log, select=targets,
+            rc = record(tree, pytest_args, into.root, options, log, select=targets,
                         cwd=tree / rel_cwd)
         recorded.append(sha)
-        found = store.load(env_id, sha)
+        found = into.load(env_id, sha)
+        if into is not store and found is not None:  # kept for later bisects and diffs
+            store.merge(found["commit"], found["environment"], found["checks"])
         missing = [t for t in targets or [] if found is None or t not in found["checks"]]
         if found is None or missing:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:]) if log.exists() else ""

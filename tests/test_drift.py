@@ -200,6 +200,34 @@ def test_bisect_finds_the_first_drifting_commit(repo):
     assert "of 5 commits tested" in out
 
 
+TWO_TESTS = TEST + '''
+
+@pytest.mark.compile_cache
+def test_other(net):
+    ...
+'''
+
+
+def test_bisect_of_one_node_id_after_a_session_that_checked_more(tmp_path):
+    """A check session at A stored both checks; bisect is asked about one: it compares
+    the checks its arguments select, not every check A's stored manifest holds."""
+    path = tmp_path / "two"
+    path.mkdir()
+    git(path, "init", "-q")
+    a = commit(path, "first", {"pytest.ini": "[pytest]\npythonpath = .\n",
+                               "pkg/__init__.py": "", "pkg/model.py": MODEL,
+                               "tests/test_net.py": TWO_TESTS})
+    full = run(path, "-m", "pytest", "-p", "no:cacheprovider", "--compile-cache-check",
+               "--compile-cache-manifest-only")
+    assert full.returncode == 0, full.stdout[-3000:]
+    commit(path, "document", {"README.md": "a model\n"})
+    proc = run(path, "-m", "pytest_compilecache", "bisect", "--device", "cpu", "HEAD~1", "HEAD",
+               "--", NODE)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]  # no drift: the comment changed no key
+    assert f"no key drift between {a[:10]} and HEAD for {NODE}" in out, out[-3000:]
+
+
 def test_cli_show_and_diff_read_json_without_torch(repo):
     path, shas = repo["path"], repo["shas"]
     stored = {k: f for f in (path / ".compilecache" / "manifests").rglob("*.json")
