@@ -309,7 +309,9 @@ class ChildPlugin:
             with self.step(f"saving the {phase} outputs"):
                 wl.save_outputs(compiled, keep)
         if against and os.path.exists(against):
-            with self.step("loading the outputs to compare with"):
+            which = Path(against).name.split("-outputs")[0] if self.spec.get("compare_outputs") \
+                else "cold"
+            with self.step(f"loading the {which} phase's outputs"):
                 earlier = wl.load_outputs(against)
             tol = self.spec.get("tolerance")
             with self.step(f"comparing {phase} outputs with earlier ones"):
