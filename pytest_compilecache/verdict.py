@@ -145,7 +145,8 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
     from pytest_compilecache import recompiles  # it reads this module's types
 
     recompiles.judge(res, cc, wc, cold_is_other_code)
-    if not any(lv.state == "hit" for lv in res.layers.values()) and not precompiled:
+    if not any(lv.state in ("hit", "miss", "bypass") for lv in res.layers.values()) \
+            and not precompiled:  # a miss has its reason above: this is for none at all
         res.problems.append("no cache events at all: the warm run hit no cache layer (caches "
                             "disabled, a backend other than inductor, or nothing compiled)")
     if res.problems:
@@ -520,10 +521,14 @@ def _outputs(res: CheckResult, cold: Dict[str, Any], warm: Dict[str, Any],
             tiny = all(m.get("max_abs_diff") is not None and m["max_abs_diff"] < TINY_DIFF
                        and "float64" not in m and not m.get("random")
                        for m in cmp_cold["mismatches"])
+            loaded = any(res.layers[k].state == "hit" for k in KEYED if k in res.layers)
             why = (" - tiny: a nondeterministic kernel (atomic adds in a backward, say) is "
                    "likelier than a stale entry; if so, allow it with "
                    "--compile-cache-warm-tolerance=ATOL,RTOL" if tiny
-                   else " - a stale or corrupt cache entry returns other numbers")
+                   else " - a stale or corrupt cache entry returns other numbers" if loaded
+                   else " - no cache entry answered (the graph layers missed, above): the "
+                        "warm process compiled another graph, which computes other numbers "
+                        "(a value captured per process, such as a random constant?)")
             res.problems.append(f"outputs: warm differs from cold ({cmp_cold.get('mode')}): "
                                 f"{names}{why}")
     noise = (cmp_cold or {}).get("within_noise") or []

@@ -124,6 +124,35 @@ def test_hungry(case):
 '''
 
 
+# A constant drawn at import: every process traces another graph (the graph code
+# differs), so the warm run misses and computes other numbers; no entry is stale.
+CONSTANT_CASE = '''
+import random
+
+import pytest
+import torch
+
+from pytest_compilecache import ModelCase
+
+SHIFT = random.random()
+
+
+class Shifted(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + SHIFT
+
+
+@pytest.fixture
+def case():
+    return ModelCase(Shifted(), example_inputs=(torch.randn(4, 16),))
+
+
+@pytest.mark.compile_cache
+def test_constant(case):
+    ...
+'''
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
     files = {}
@@ -135,6 +164,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
                                        ("zero_so", ZERO_SO_CONFTEST, "MLP", "test_zero_so")):
         files[f"{sub}/conftest.py"] = conftest
         files[f"{sub}/{name}.py"] = CASE.format(model=model, name=name)
+    files["constant/test_constant.py"] = CONSTANT_CASE
     files["low_memory/conftest.py"] = LOW_MEMORY_CONFTEST
     files["low_memory/test_hungry.py"] = HUNGRY_CASE
     return run_repo(tmp_path_factory.mktemp("repo_miss"), files)
@@ -150,6 +180,18 @@ def test_key_drift_names_the_component(run: RepoRun) -> None:
         assert "inductor_config[epilogue_fusion]: False -> True" in lv["reasons"][0]
     warm = [g for g in c["graphs"] if g["phase"] == "warm" and g["layer"] == "fx_graph"]
     assert [d["component"] for d in warm[0]["drift"]] == ["inductor_config[epilogue_fusion]"]
+
+
+def test_a_warm_run_that_compiled_another_graph_is_not_called_stale(run: RepoRun) -> None:
+    c = run.check("test_constant")
+    assert c["verdict"] == "fail", run.out[-3000:]
+    assert c["layers"]["fx_graph"]["state"] == "miss"
+    assert "gm" in c["layers"]["fx_graph"]["reasons"][0], c["layers"]["fx_graph"]
+    (outputs,) = [p for p in c["problems"] if p.startswith("outputs: warm differs from cold")]
+    assert "the warm process compiled another graph" in outputs, outputs
+    assert "stale" not in outputs
+    # there were cache events (misses, with their reason): not "none at all"
+    assert not any(p.startswith("no cache events at all") for p in c["problems"]), c["problems"]
 
 
 def test_bypass_reports_torchs_reason(run: RepoRun) -> None:
