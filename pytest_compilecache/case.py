@@ -45,3 +45,27 @@ class ModelCase:
         if self.train:
             return "train"
         return "inference" if self.no_grad else "forward"
+
+
+# torch.compile(model, *, fullgraph, dynamic, backend, mode, options, disable): the same
+# keywords on torch 2.5 through 2.15, read here so that checking a marker imports no torch.
+COMPILE_KWARGS = ("fullgraph", "dynamic", "backend", "mode", "options", "disable")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def marker_problem(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[str]:
+    """What is wrong with `@pytest.mark.compile_cache(*args, **kwargs)`, or None: its
+    arguments are torch.compile's keywords, passed to the compile of a ModelCase."""
+    if args:
+        return (f"positional argument(s) {', '.join(map(repr, args))}: pass torch.compile's "
+                f"keywords by name, e.g. compile_cache(mode={args[0]!r})")
+    unknown = [k for k in kwargs if k not in COMPILE_KWARGS]
+    if unknown:
+        return (f"{', '.join(unknown)}: not a torch.compile keyword (it takes "
+                f"{', '.join(COMPILE_KWARGS)})")
+    mode = kwargs.get("mode")
+    if mode is not None and mode not in COMPILE_MODES:
+        return f"mode={mode!r}: torch.compile's modes are {', '.join(map(repr, COMPILE_MODES))}"
+    if mode is not None and kwargs.get("options") is not None:
+        return "mode and options together: torch.compile takes one or the other"
+    return None

@@ -391,6 +391,11 @@ class BodyHooks:
         if o._eager_pass or pyfuncitem.nodeid != o.spec["nodeid"] or _model_cases(pyfuncitem):
             return (yield)
         o.result["form"] = "test_body"
+        if _compile_kwargs(pyfuncitem):
+            o.result["notes"] = [f"the marker's torch.compile arguments "
+                                 f"({', '.join(_compile_kwargs(pyfuncitem))}) were not used: "
+                                 f"they apply to a ModelCase, and this test body calls "
+                                 f"torch.compile itself"]
         if o.result["error"]:
             raise RuntimeError(o.result["error"])
         self.rng_at_start = randomness.rng_state()  # the eager re-runs start here too

@@ -29,6 +29,7 @@ from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
 from pytest_compilecache.launcher import (Launcher, PreloadedLauncher, SubprocessLauncher,
                                           pytest_child_flags)
 from pytest_compilecache.ledger import Ledger
+from pytest_compilecache.case import marker_problem
 from pytest_compilecache.options import Settings
 from pytest_compilecache import scenarios
 from pytest_compilecache.scenarios import Scenario
@@ -126,8 +127,11 @@ class CompileCacheSession:
         """Last: a conftest's own implementation (the usual place to mark tests) and
         `-k`/`-m` have run, so the markers it added are seen."""
         for i, item in enumerate(items):
-            if isinstance(item, pytest.Function) and item.get_closest_marker(MARKER) \
-                    and item.parent is not None:
+            marker = item.get_closest_marker(MARKER)
+            if isinstance(item, pytest.Function) and marker and item.parent is not None:
+                wrong = marker_problem(marker.args, marker.kwargs)
+                if wrong:
+                    raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}(...): {wrong}")
                 items[i] = CheckItem.from_parent(item.parent, name=item.name, original=item,
                                                  check_session=self)
         if self.settings.shard:

@@ -137,6 +137,8 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
         res.notes.append(f"warm run wrote {len(warm_files['other'])} file(s) no cache layer "
                          f"explains: " + ", ".join(warm_files["other"][:5]))
     res.graphs = _graph_rows(cc, wc, saved)
+    for text in warm.get("notes") or []:  # what the phase itself found worth saying
+        _note(res, text)
     _outputs(res, cold, warm, cold_is_other_code)
     for name in LAYERS:
         lv = res.layers[name]
