@@ -31,8 +31,10 @@ def _s(v: Optional[float]) -> str:
 
 
 def ratio(result: CheckResult) -> Optional[float]:
+    """warm/cold, or None where cold shows as 0.0 s (nothing compiled): a ratio of two
+    near-zero times says nothing."""
     c, w = result.timings.get("cold_s"), result.timings.get("warm_s")
-    return None if not c or w is None else w / c
+    return None if c is None or c < 0.05 or w is None else w / c
 
 
 def failure_lines(r: CheckResult) -> List[str]:
