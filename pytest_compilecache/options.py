@@ -217,26 +217,47 @@ _FLAGS = (
 )
 
 
+# Options with no ini twin: `select` is how a recording session is told its checks (no
+# user sets it), so it is also hidden from --help.
+NO_INI = ("select",)
+CHECK_HELP = ("compile every compile_cache check twice, cold then warm, in fresh processes, "
+              "and fail when a cache layer does not hit")
+
+
 def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., Any]] = None,
                 prefix: str = "compile-cache-") -> None:
-    """Register the options with any argparse-like `addoption` (pytest group or CLI)."""
+    """Register the options with any argparse-like `addoption` (pytest group or CLI), and
+    each one's ini twin `compile_cache_<name>` with `addini` (except NO_INI)."""
     addoption(f"--{prefix}check", action="store_true", dest="compile_cache_check",
-              default=False,
-              help="compile every compile_cache check twice, cold then warm, in fresh "
-                   "processes, and fail when a cache layer does not hit")
+              default=False, help=CHECK_HELP)
     for name, help_ in _FLAGS:
         addoption(f"--{prefix}{name}", action="store_true",
                   dest="compile_cache_" + name.replace("-", "_"), default=False, help=help_)
-    for name, _, _, parser, help_ in _VALUED:
+    for name, _, default, parser, help_ in _VALUED:
+        shown = argparse.SUPPRESS if name in NO_INI else (
+            help_ + (f" (default: {default})" if default not in (None, "")
+                     and "default" not in help_ else ""))
         addoption(f"--{prefix}{name}", dest="compile_cache_" + name.replace("-", "_"),
                   default=None, type=parser,
-                  metavar=_METAVARS.get(name, name.split("-")[-1].upper()), help=help_)
+                  metavar=_METAVARS.get(name, name.split("-")[-1].upper()), help=shown)
     if addini is not None:
+        for name, help_ in (("check", CHECK_HELP), *_FLAGS):
+            addini("compile_cache_" + name.replace("-", "_"), help=help_, type="bool",
+                   default=False)
         for name, kind, default, _, help_ in _VALUED:
-            if name in ("report", "select", "shard", "shard-times"):
-                continue
-            addini("compile_cache_" + name.replace("-", "_"), help=help_, type=kind,
-                   default=default)
+            if name not in NO_INI:
+                addini("compile_cache_" + name.replace("-", "_"), help=help_, type=kind,
+                       default=default)
+
+
+def _flag(config: Any, dest: str) -> bool:
+    """A flag given on the command line, else its ini twin."""
+    if config.getoption("compile_cache_" + dest):
+        return True
+    try:
+        return bool(config.getini("compile_cache_" + dest))
+    except (ValueError, KeyError):  # a config without the ini options registered
+        return False
 
 
 @dataclass(frozen=True)
@@ -275,7 +296,7 @@ class Settings:
         for name, _, default, parser, _ in _VALUED:
             dest = name.replace("-", "_")
             v = config.getoption("compile_cache_" + dest)
-            if v is None and name not in ("report", "select", "shard", "shard-times"):
+            if v is None and name not in NO_INI:
                 raw = config.getini("compile_cache_" + dest)
                 if raw not in (None, ""):
                     try:
@@ -288,7 +309,7 @@ class Settings:
             values["threads"] = default_threads()
         for name, _ in _FLAGS:
             dest = name.replace("-", "_")
-            values[dest] = bool(config.getoption("compile_cache_" + dest))
+            values[dest] = _flag(config, dest)
         if values["baseline_warm"] and not values.get("baseline"):
             raise ValueError("--compile-cache-baseline-warm needs --compile-cache-baseline=REF "
                              "(the revision whose caches the warm run starts from)")
@@ -305,7 +326,7 @@ class Settings:
             raise ValueError("--compile-cache-baseline and --compile-cache-repeat compare the "
                              "keys of the local restart's cold run: add local to "
                              "--compile-cache-via")
-        return cls(check=bool(config.getoption("compile_cache_check")), **values)
+        return cls(check=_flag(config, "check"), **values)
 
 
 def default_threads() -> int:

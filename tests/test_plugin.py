@@ -206,3 +206,23 @@ def test_a_phase_skips_only_the_join_of_torchs_compile_worker_pool(skip: bool) -
                          capture_output=True, text=True, timeout=120).stdout
     assert "other handler ran" in out
     assert ("pool joined" in out) is not skip
+
+
+def test_every_option_has_an_ini_twin(pytester: pytest.Pytester) -> None:
+    """check, the flags, report and shard are set from the ini file too; no
+    'Unknown config option' warning."""
+    pytester.makeini("[pytest]\ncompile_cache_check = true\ncompile_cache_keep = true\n"
+                     "compile_cache_report = r.json\ncompile_cache_shard = 1/2\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider",
+                                           "-W", "error::pytest.PytestConfigWarning")
+    result.stdout.no_fnmatch_line("*Unknown config option*")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    data = json.loads((pytester.path / "r.json").read_text())  # the check ran (from the ini)
+    assert data["no_checks"] and data["checks"] == []
+
+
+def test_help_shows_defaults_and_hides_the_internal_option(pytester: pytest.Pytester) -> None:
+    out = pytester.runpytest_subprocess("--help").stdout.str()
+    assert "--compile-cache-select" not in out
+    assert "(default: 1800.0)" in out and "compile_cache_check (bool)" in out
