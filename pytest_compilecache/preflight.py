@@ -75,7 +75,8 @@ def remote_problems(via: "tuple[str, ...]", redis: Optional[str]) -> List[str]:
     out = []
     if importlib.util.find_spec("redis") is None:
         out.append("--compile-cache-via=remote: torch's remote caches need the redis client "
-                   "package in this environment: pip install 'pytest-compilecache[remote]'")
+                   "package in this environment: pip install redis (from a checkout of "
+                   "pytest-compilecache: pip install -e '.[remote]')")
     if not redis and shutil.which("redis-server") is None:
         out.append("--compile-cache-via=remote: no redis-server on PATH to start a private "
                    "one; " + INSTALL_HINT + ", or point --compile-cache-redis=HOST:PORT at "

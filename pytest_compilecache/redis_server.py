@@ -18,7 +18,7 @@ from typing import Dict, Optional, Tuple
 
 INSTALL_HINT = ("install the server with your distribution's package (Debian/Ubuntu: "
                 "apt-get install redis-server) and the client with "
-                "pip install 'pytest-compilecache[remote]'")
+                "pip install redis (from a checkout: pip install -e '.[remote]')")
 
 
 class RedisUnavailable(RuntimeError):

@@ -3,6 +3,7 @@ directory the user names is never chmod-ed. Real pytest sessions; none compiles.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -66,3 +67,39 @@ def test_a_named_lock_dir_keeps_its_mode_and_gets_a_private_subdirectory(tmp_pat
         assert stat.S_IMODE(os.stat(d).st_mode) == mode
         sub = d / f"pytest-compilecache-{os.getuid()}"
         assert sub.is_dir() and stat.S_IMODE(os.stat(sub).st_mode) == 0o700
+
+
+def _without_redis_client(path: Path) -> dict:
+    """An environment whose Python finds no `redis` package (a README install without
+    the dev extra): sys.modules["redis"] = None makes find_spec say so."""
+    site = path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text("import sys\nsys.modules['redis'] = None\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    return {**env, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
+
+
+def test_without_the_redis_client_the_remote_path_names_an_install_that_works(tmp_path) -> None:
+    (tmp_path / "test_model.py").write_text(CHECK)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                           "--compile-cache-check", "--compile-cache-via=remote"], cwd=tmp_path,
+                          env=_without_redis_client(tmp_path), capture_output=True, text=True,
+                          timeout=120)
+    err = proc.stdout + proc.stderr
+    assert proc.returncode == 4, err[-2000:]
+    # the package is not on the index: the hint names what pip can install
+    assert "pip install redis (from a checkout of pytest-compilecache: pip install -e " \
+           "'.[remote]')" in err, err[-2000:]
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
+def test_the_remote_tests_skip_without_the_redis_client(tmp_path) -> None:
+    tests = Path(__file__).parent
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-q",
+                           str(tests / "test_remote.py")], cwd=tests.parent,
+                          env=_without_redis_client(tmp_path), capture_output=True, text=True,
+                          timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and " skipped" in out and " passed" not in out, out[-2000:]
+    assert "no redis client for torch's remote caches: pip install -e '.[dev]'" in out

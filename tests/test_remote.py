@@ -3,6 +3,7 @@ through the plugin's private server, and a user's server that dies or is emptied
 between the cold and the warm process (real CPU compiles, torch 2.13)."""
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from typing import Iterator
 
@@ -13,7 +14,10 @@ from pytest_compilecache.redis_server import RedisServer, alive
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("redis-server") is None,
-                                 reason="no redis-server (.ci/run installs Debian's package)")]
+                                 reason="no redis-server (.ci/run installs Debian's package)"),
+              pytest.mark.skipif(importlib.util.find_spec("redis") is None,
+                                 reason="no redis client for torch's remote caches: "
+                                        "pip install -e '.[dev]' (or pip install redis)")]
 
 
 def _tests(*widths: int) -> str:
