@@ -224,6 +224,22 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_clean(args: argparse.Namespace) -> int:
+    import shutil
+
+    from pytest_compilecache.isolation import kept_roots
+
+    roots = kept_roots(args.root, args.min_age * 60)
+    for path, size in roots:
+        print(f"{'would remove' if args.dry_run else 'removed'} {path} ({size / 1e6:.1f} MB)")
+        if not args.dry_run:
+            shutil.rmtree(path, ignore_errors=True)
+    total = sum(size for _, size in roots)
+    print(f"{len(roots)} kept cache root(s), {total / 1e6:.1f} MB"
+          + (" (dry run: nothing removed)" if args.dry_run else " freed"))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pytest-compilecache",
                                 description="Read pytest-compilecache reports and key "
@@ -260,6 +276,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--device", default=os.environ.get("PYTEST_COMPILECACHE_DEVICE", "auto"),
                    choices=("auto", "cpu", "cuda"))
     b.set_defaults(func=cmd_bisect)
+    c = sub.add_parser("clean", help="remove the cache roots that checks kept (failing ones, "
+                                     "or all with --compile-cache-keep)")
+    c.add_argument("--root", help="where the roots are (--compile-cache-root; default: the "
+                                  "temp dir)")
+    c.add_argument("--min-age", type=float, default=60.0, metavar="MINUTES",
+                   help="leave roots touched more recently: a running session's (default: 60)")
+    c.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
+    c.set_defaults(func=cmd_clean)
     return p
 
 

@@ -14,9 +14,10 @@ import hashlib
 import os
 import re
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 CHILD_SPEC_ENV = "PYTEST_COMPILECACHE_CHILD"
 # set by the preloaded launcher in a forked phase: where the phase lists the installed
@@ -75,6 +76,31 @@ class CacheRoot:
         for d in (root.inductor, root.triton, root.tmp, root.phases):
             d.mkdir(mode=0o700)
         return root
+
+
+ROOT_PARTS = ("inductor", "triton", "tmp", "phases")
+
+
+def kept_roots(parent: Optional[str] = None, min_age_s: float = 3600.0) -> List[Tuple[Path, int]]:
+    """Cache roots of earlier checks under `parent` (default: the temp dir), with their
+    sizes: directories CacheRoot.create made (its prefix and its four subdirectories),
+    owned by this user and untouched for `min_age_s` (a running session's are newer)."""
+    base = Path(parent or tempfile.gettempdir())
+    out = []
+    now = time.time()
+    for path in sorted(base.glob("compilecache-*")):
+        try:
+            st = path.lstat()
+            if not path.is_dir() or path.is_symlink() or st.st_uid != os.getuid() \
+                    or not all((path / p).is_dir() for p in ROOT_PARTS):
+                continue
+            newest = max((path / p).stat().st_mtime for p in ("", *ROOT_PARTS))
+        except OSError:
+            continue
+        if now - newest >= min_age_s:
+            out.append((path, sum(f.lstat().st_size for f in path.rglob("*")
+                                  if f.is_file() and not f.is_symlink())))
+    return out
 
 
 def share_precompiled_headers(root: CacheRoot, env: Mapping[str, str], shared: Path) -> None:

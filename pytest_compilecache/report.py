@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -230,6 +231,17 @@ def build_report(results: Iterable[CheckResult], settings: Dict[str, Any],
             "commit": commit, "summary": counts, "checks": checks}
 
 
+def _report_lock(path: str) -> str:
+    """The lock of sessions writing one report: in the temp dir, keyed by the report's
+    path, so that nothing is left beside the report."""
+    import hashlib
+
+    d = os.path.join(tempfile.gettempdir(), f"pytest-compilecache-report-locks-{os.getuid()}")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    key = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:32]
+    return os.path.join(d, f"{key}.lock")
+
+
 def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None) -> None:
     """Atomic (a reader or an interrupted session never sees half a file) and locked:
     checks in a report that a concurrent session wrote after `since` (our start) are
@@ -238,8 +250,7 @@ def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None)
 
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    lock = os.path.join(d, f".{os.path.basename(path)}.lock")  # hidden, beside the report
-    with FileLock(lock, timeout=600):
+    with FileLock(_report_lock(path), timeout=600):
         if since is not None:
             try:
                 with open(path) as f:

@@ -650,6 +650,10 @@ class CompileCacheSession:
             terminalreporter.write_line(f"  gone      {nodeid} (in the baseline, not here)")
         for path in sorted(self.manifest_paths):
             terminalreporter.write_line(f"key manifest: {path}")
+        kept = [r for r in self.results if r.cache_root]
+        if kept:
+            terminalreporter.write_line(f"{len(kept)} cache root(s) kept for inspection; "
+                                        f"`pytest-compilecache clean` removes them")
         if self.settings.report:
             terminalreporter.write_line(f"report written to {self.settings.report}")
 

@@ -65,3 +65,25 @@ def test_a_damaged_stored_manifest_is_recorded_anew_and_said_so(tmp_path: Path) 
     again.merge({"sha": "abc", "dirty": False}, ENV, {"t.py::test_b": {"graphs": {}}})
     assert again.replaced_damaged == [str(path)]
     assert set(json.loads(path.read_text())["checks"]) == {"t.py::test_b"}
+
+
+def test_clean_removes_kept_cache_roots_and_nothing_else(tmp_path, capsys) -> None:
+    import os
+
+    from pytest_compilecache.cli import main
+    from pytest_compilecache.isolation import CacheRoot
+
+    old = CacheRoot.create("tests/test_m.py::test_old", parent=str(tmp_path))
+    (old.inductor / "entry").write_bytes(b"x" * 1000)
+    new = CacheRoot.create("tests/test_m.py::test_new", parent=str(tmp_path))  # a running one
+    other = tmp_path / "compilecache-notes"  # a name alike, not a cache root
+    other.mkdir()
+    hour_ago = old.path.stat().st_mtime - 7200
+    for p in (old.path, *(old.path / d for d in ("inductor", "triton", "tmp", "phases"))):
+        os.utime(p, (hour_ago, hour_ago))
+    assert main(["clean", "--root", str(tmp_path), "--dry-run"]) == 0
+    assert old.path.exists() and "would remove" in capsys.readouterr().out
+    assert main(["clean", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert not old.path.exists() and new.path.exists() and other.exists()
+    assert f"removed {old.path}" in out and "1 kept cache root(s)" in out

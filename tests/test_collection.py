@@ -60,6 +60,7 @@ def test_a_session_that_checks_nothing_says_so(tmp_path) -> None:
     assert "compile-cache: no check ran" in run.out
     assert "selected no check: no collected test carries the compile_cache marker" in run.out
     assert run.report["checks"] == [] and "compile_cache marker" in run.report["no_checks"]
+    assert sorted(p.name for p in tmp_path.glob(".*lock")) == []  # nothing beside the report
     assert "Nothing was checked. --compile-cache-check selected no check" in \
         markdown.render(run.report)
     assert any(line.startswith("::warning title=compile-cache::Nothing was checked")
