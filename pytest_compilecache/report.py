@@ -38,6 +38,14 @@ def ratio(result: CheckResult) -> Optional[float]:
     return None if c is None or c < 0.05 or w is None else w / c
 
 
+def first_reason(r: CheckResult, width: int = 300) -> str:
+    """One line: why the check did not pass (the short test summary, JUnit's message)."""
+    text = r.problems[0] if r.problems else next(
+        (line.strip() for line in (r.error or "").splitlines() if line.strip()), r.verdict)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def failure_lines(r: CheckResult) -> List[str]:
     where = ", ".join(x for x in (r.device_name or r.device, _torch(r)) if x)
     lines = [f"compile-cache check {r.verdict.upper()}: {r.label}" + (f" ({where})" if where else "")]

@@ -47,6 +47,22 @@ class CheckFailed(Exception):
         self.results = results
 
 
+class CheckFailureRepr:
+    """A failed check's report, with its first reason where pytest looks for a crash
+    message: the short test summary (-rA) and JUnit's failure message show it."""
+
+    def __init__(self, text: str, reason: str) -> None:
+        self.text = text
+        self.reprcrash = types.SimpleNamespace(message=reason, path=None, lineno=None)
+
+    def toterminal(self, tw: Any) -> None:
+        for line in self.text.splitlines():
+            tw.line(line)
+
+    def __str__(self) -> str:
+        return self.text
+
+
 class CheckItem(pytest.Item):
     """Stands in for a marked test under --compile-cache-check: same node id and
     markers, but no fixtures are set up here; the phases run in child processes."""
@@ -71,7 +87,10 @@ class CheckItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, CheckFailed):
-            return "\n\n".join("\n".join(report.failure_lines(r)) for r in excinfo.value.results)
+            results = excinfo.value.results
+            return CheckFailureRepr(
+                "\n\n".join("\n".join(report.failure_lines(r)) for r in results),
+                report.first_reason(results[0]))
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> Tuple[Any, Optional[int], str]:

@@ -192,6 +192,13 @@ def test_junit_properties_and_annotation_at_the_test(run: RepoRun) -> None:
     assert props["compile_cache.aot_autograd"] == "miss" and props["compile_cache.fx_graph"] == "hit"
     assert float(props["compile_cache.warm_s"]) > 0
     assert cases["test_inference"]["compile_cache.verdict"] == "pass"
+    # the failure's message, there and in the short test summary, is its first reason
+    (failure,) = [tc.find("failure") for tc in ET.parse(root / "junit.xml").getroot().iter(
+        "testcase") if tc.get("name") == "test_forward_without_backward"]
+    assert failure.get("message").startswith("aot_autograd: miss - graph 0/0: never saved"), \
+        failure.get("message")
+    assert "FAILED test_models.py::test_forward_without_backward - aot_autograd: miss" \
+        in run.out, run.out[-2000:]
     # the annotation points at the test's definition, relative to the repository root
     line = TESTS.splitlines().index("def test_forward_without_backward(mlp_forward_with_grad):")
     c = run.check("test_forward_without_backward")
