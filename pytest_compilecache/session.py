@@ -409,8 +409,12 @@ class CompileCacheSession:
                                 f"there or its recording failed" + (f" (log: {logs})" if logs else ""))
         elif cmp["status"] == "drifted":
             changed = mf.changed_components(cmp, include_accepted=False)
+            named = [c for c in changed if c not in ("graph added", "graph removed",
+                                                       "key changed")]
+            accept = (f"; if the change is meant, accept it with "
+                      f"--compile-cache-allow-drift='{','.join(named)}'" if named else "")
             result.problems.append(f"cache keys drifted against {base.label}: "
-                                   + ", ".join(changed[:8]))
+                                   + ", ".join(changed[:8]) + accept)
 
     def _repeat(self, item: CheckItem, entry: Dict[str, Any], result: CheckResult,
                 timings: Dict[str, Optional[float]]) -> None:

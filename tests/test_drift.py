@@ -158,6 +158,9 @@ def test_graph_change_drifts_with_a_graph_code_diff(repo):
     assert s["ret"] == 1, s["out"][-3000:]
     fx = [g for g in s["check"]["drift"]["graphs"] if g["graph"] == "fx_graph:0/0"][0]
     assert [x["component"] for x in fx["components"]] == ["gm"]
+    # the failure says how to accept a change that is meant
+    assert any(p.endswith("accept it with --compile-cache-allow-drift='gm'")
+               for p in s["check"]["problems"]), s["check"]["problems"]
     diff = "\n".join(fx["graph_code_diff"])
     assert "-    mul = torch.ops.aten.mul.Tensor(relu, 2.0)" in diff
     assert "+    mul = torch.ops.aten.mul.Tensor(relu, 3.0)" in diff
