@@ -106,7 +106,8 @@ def allowed(component: str, patterns: Sequence[str]) -> bool:
 
 def compare_check(base: Optional[Dict[str, Any]], head: Optional[Dict[str, Any]],
                   allow: Sequence[str] = ()) -> Dict[str, Any]:
-    """unchanged / drifted / new / gone for one check, with per-graph component diffs.
+    """unchanged / drifted / new / gone / no keys (none recorded at either: a bypass, or
+    nothing compiled) for one check, with per-graph component diffs.
 
     A drift whose every changed component matches `allow` is `accepted`."""
     if base is None and head is None:
@@ -116,6 +117,8 @@ def compare_check(base: Optional[Dict[str, Any]], head: Optional[Dict[str, Any]]
     if head is None:
         return {"status": "gone", "graphs": []}
     bg, hg = base.get("graphs") or {}, head.get("graphs") or {}
+    if not bg and not hg:  # bypassed or nothing compiled at both: nothing was compared
+        return {"status": "no keys", "graphs": []}
     graphs = []
     for gid in sorted(set(bg) | set(hg), key=_graph_order):
         b, h = bg.get(gid), hg.get(gid)

@@ -429,9 +429,10 @@ class CompileCacheSession:
                 return
             again = mf.check_entry(rec.get("cache") or {}, result.verdict)
             cmp = mf.compare_check(entry, again)
-            result.repeat = {"status": "stable" if cmp["status"] == "unchanged"
-                             else "nondeterministic", "graphs": cmp["graphs"]}
-            if cmp["status"] != "unchanged":
+            same = cmp["status"] in ("unchanged", "no keys")
+            result.repeat = {"status": "stable" if same else "nondeterministic",
+                             "graphs": cmp["graphs"]}
+            if not same:
                 comps = mf.changed_components(cmp)
                 result.problems.append("nondeterministic cache key: two cold runs of the same "
                                        "commit computed different keys; differing: "

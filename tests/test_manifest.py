@@ -18,6 +18,14 @@ def test_same_keys_are_unchanged_and_missing_sides_are_new_or_gone():
     assert mf.compare_check(BASE, None)["status"] == "gone"
 
 
+def test_a_check_with_no_keys_at_either_side_is_not_unchanged():
+    bypassed = entry()  # torch bypassed the caches at both commits: no key recorded
+    cmp = mf.compare_check(bypassed, bypassed)
+    assert cmp["status"] == "no keys"
+    assert mf.drift_lines("t.py::test_bypass", cmp)[0].startswith("no keys")
+    assert not mf.differs({"checks": {"t": bypassed}}, {"checks": {"t": bypassed}}, ["t"])
+
+
 def test_drift_lists_components_by_hash_and_diffs_graph_code():
     head = entry(**{"fx_graph:0/0": ("f2", [("gm", "g2", "a\\nb = x * 3.0"), ("inductor_config[x]", "c1", "True")])})
     cmp = mf.compare_check(BASE, head)
