@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -74,12 +75,28 @@ class LaunchResult:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return ""
-        out = text.rstrip().splitlines()
-        start = max(0, len(out) - lines)
-        fatal = [i for i, line in enumerate(out) if line.startswith("Fatal Python error")]
-        if fatal:  # keep what the process said before faulthandler's dump
-            start = min(start, max(0, fatal[-1] - 10))
-        return "\n".join(out[start:])
+        return useful_tail(text, lines)
+
+
+# torch's own log lines below WARNING (TORCH_LOGS, "V1124 14:20:44.123000 1234 path:line]")
+_TORCH_DEBUG = re.compile(r"^(\[rank\d+\]:)?[VDI]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
+# the phase's own pytest footer: what follows is pytest's summary of the phase, not the cause
+_PYTEST_FOOTER = re.compile(r"^=+ (short test summary info|warnings summary) =+$")
+
+
+def useful_tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
+    """The last lines of a phase's output that say what went wrong: torch's debug and info
+    log lines and the phase's pytest footer dropped; the user's traceback kept, and what
+    the process said before a faulthandler dump."""
+    out = [line for line in text.rstrip().splitlines() if not _TORCH_DEBUG.match(line)]
+    footer = [i for i, line in enumerate(out) if _PYTEST_FOOTER.match(line)]
+    if footer and footer[0] > 0:
+        out = out[:footer[0]]
+    start = max(0, len(out) - lines)
+    fatal = [i for i, line in enumerate(out) if line.startswith("Fatal Python error")]
+    if fatal:  # keep what the process said before faulthandler's dump
+        start = min(start, max(0, fatal[-1] - 10))
+    return "\n".join(out[start:])
 
 
 class Launcher(Protocol):

@@ -268,3 +268,24 @@ def test_a_whole_copy_of_the_environment_is_recorded_once_with_where() -> None:
     assert spy.reads == {}
     spy.get("A")
     assert spy.reads == {"A": False}
+
+
+def test_an_error_tail_keeps_the_users_traceback_not_torchs_debug_lines_or_pytests_footer():
+    from pytest_compilecache.launcher import useful_tail
+
+    log = "\n".join([
+        "V1124 14:20:44.123000 1234 torch/_dynamo/guards.py:2345] [0/0] [__guards] GUARDS:",
+        "    def forward(self, x):",
+        ">       raise ValueError('bad shape in my model')",
+        "E       ValueError: bad shape in my model",
+        "I1124 14:20:45.000000 1234 torch/_inductor/codecache.py:99] fx graph cache miss",
+        "W1124 14:20:45.100000 1234 torch/_dynamo/convert_frame.py:1] a warning stays",
+        "=========================== short test summary info ============================",
+        "FAILED test_m.py::test_model - ValueError: bad shape in my model",
+        "============================== 1 failed in 3.21s ===============================",
+    ])
+    tail = useful_tail(log)
+    assert "E       ValueError: bad shape in my model" in tail
+    assert "a warning stays" in tail
+    assert "GUARDS" not in tail and "fx graph cache miss" not in tail
+    assert "short test summary" not in tail and "1 failed in" not in tail
