@@ -253,13 +253,21 @@ def _keyed_layer(layer: str, cc: Dict[str, Any], wc: Dict[str, Any], cfg: Option
     miss = [e for e in we if e["state"] == "miss"]
     if bypass:
         lv.state = "bypass"
-        lv.reasons = list(dict.fromkeys(
-            f"graph {e['compile_id']}: torch bypassed the cache: "
-            f"{keys.normalize_reason(e.get('bypass_reason')) or 'no reason given'}" for e in bypass))
+        lv.reasons = list(dict.fromkeys(_bypassed(e) for e in bypass))
     if miss:
         lv.state = "miss" if not bypass else lv.state
         lv.reasons += [explain_miss(layer, e, ce, cc, saved) for e in miss]
     return lv
+
+
+def _bypassed(e: Dict[str, Any]) -> str:
+    """torch's reason for bypassing the cache, and how to make it cache the graph."""
+    from pytest_compilecache.bypass import fix_for
+
+    reason = keys.normalize_reason(e.get("bypass_reason"))
+    fix = fix_for(reason)
+    return (f"graph {e['compile_id']}: torch bypassed the cache: {reason or 'no reason given'}"
+            + (f" - fix: {fix}" if fix else ""))
 
 
 def explain_miss(layer: str, e: Dict[str, Any], cold_entries: List[Dict[str, Any]],

@@ -202,6 +202,8 @@ def test_bypass_reports_torchs_reason(run: RepoRun) -> None:
         assert lv["state"] == "bypass"
         assert "Unsupported post grad custom pass" in lv["reasons"][0]
     assert "torch bypassed the cache: Unsupported post grad custom pass" in run.out
+    assert "fix: a custom pass is in the key only as a torch._inductor.custom_graph_pass." \
+           "CustomGraphPass" in run.out
 
 
 def test_corrupt_entry_is_caught_by_outputs(run: RepoRun) -> None:

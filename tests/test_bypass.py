@@ -1,0 +1,36 @@
+"""Every bypass reason torch 2.5-2.13 gives has a fix hint (reasons as torch words them)."""
+import pytest
+
+from pytest_compilecache.bypass import fix_for
+
+REASONS = [
+    "Unsupported post grad custom pass", "Unsupported pre grad custom pass",
+    "Unsupported joint custom pass", "Unsupported _pre_fusion_custom_pass",
+    "Cannot cache a graph with freezing enabled", "Skipping graph with frozen constants",
+    "FX graph cache is not enabled", "Can't cache torchbind objects",
+    "Unsupported call_function target <class 'm.MyFn'>. \n Function module: m, \n"
+    "Function name: apply",
+    "Unsupported call_function target <function f at 0x…>. \n Function module: m, \n"
+    "Function name: f",
+    "Unsupported call_method target x. \nMethod module: m, \nMethod name: y",
+    "Cannot produce stable cache key for unpicklable type Foo", "Failed to pickle cache key",
+    "mkldnn tensors unpickleable", "SAC context_fn does not have a cache_hash attribute. ",
+    "CustomKnapsackSolver.uuid() returned None, bypassing cache",
+    "activation_memory_budget_solver is a raw callable without uuid() method, ",
+    "Runtime constant folding can introduce constants that aren't static across runs",
+    "compiler bisector enabled", "No shape env",
+    "Won't cache a graph with fakify_first_call enabled",
+    "AOTAutogradCache requires triton 3.2.0", "Reduce unsupported",
+]
+
+
+@pytest.mark.parametrize("reason", REASONS)
+def test_every_bypass_reason_has_a_fix(reason: str) -> None:
+    assert fix_for(reason), reason
+
+
+def test_the_hints_name_the_right_fix() -> None:
+    assert "CustomGraphPass" in fix_for("Unsupported post grad custom pass")
+    assert "autograd_cache_allow_custom_autograd_functions" in fix_for(REASONS[8])
+    assert "custom_op" in fix_for(REASONS[9])
+    assert fix_for("something torch adds later") is None
