@@ -31,6 +31,7 @@ from pytest_compilecache.launcher import (Launcher, PreloadedLauncher, Subproces
 from pytest_compilecache.ledger import Ledger
 from pytest_compilecache.case import marker_problem
 from pytest_compilecache.options import Settings
+from pytest_compilecache.progress import Progress
 from pytest_compilecache import scenarios
 from pytest_compilecache.scenarios import Scenario
 from pytest_compilecache.verdict import OK_VERDICTS, CheckResult, error_result
@@ -139,6 +140,7 @@ class CompileCacheSession:
         self.interrupted: Optional[Dict[str, str]] = None
         self.no_checks: Optional[str] = None  # why nothing was checked, at the end
         self.ledger = Ledger(None)  # the controller's gets its results dir in configure
+        self.progress = Progress()  # shows nothing until the session starts on a terminal
 
     # -- collection ------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
@@ -169,6 +171,15 @@ class CompileCacheSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The preloaded interpreters import torch while this process collects (not in
         an xdist controller, which runs no phase)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and not hasattr(self.config, "workerinput"):
+            out = getattr(getattr(reporter, "_tw", None), "_file", None)
+            capman = self.config.pluginmanager.get_plugin("capturemanager")
+            self.progress = Progress(reporter, self.config.get_verbosity(),
+                                     live=bool(getattr(out, "isatty", lambda: False)())
+                                     and os.environ.get("TERM") != "dumb",
+                                     uncaptured=capman.global_and_fixture_disabled
+                                     if capman is not None else contextlib.nullcontext)
         if getattr(self.config.option, "collectonly", False) or (
                 getattr(self.config.option, "numprocesses", None)
                 and not hasattr(self.config, "workerinput")):
@@ -396,7 +407,8 @@ class CompileCacheSession:
                                result: CheckResult) -> None:
         try:
             base = self.baseline()
-            found = base.manifest(mf.environment_of(cold), self._check_ids or [nodeid])
+            with self.progress.step(f"baseline keys at {self.settings.baseline}"):
+                found = base.manifest(mf.environment_of(cold), self._check_ids or [nodeid])
         except Exception as e:
             result.problems.append(f"baseline {self.settings.baseline}: {e}")
             return
@@ -472,7 +484,9 @@ class CompileCacheSession:
             env["PYTHONPATH"] = os.pathsep.join(
                 [str(invocation)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         try:
-            with self._lease(item.nodeid, phase, env, spec, spec_path) as lease:
+            with self._lease(item.nodeid, phase, env, spec, spec_path) as lease, \
+                    self.progress.step(f"{phase} phase" + (" (in the baseline's worktree)"
+                                                           if tree is not None else "")):
                 # a check's cold phase and its others fork from different interpreters
                 launched = self.launcher.run(self._child_argv(item, root, phase, tree), env,
                                              str(cwd or invocation),

@@ -1,0 +1,84 @@
+"""What a check is doing while it runs: a phase can take minutes on a GPU.
+
+Under -v, a line per finished phase (`  cold phase: 13.5 s`), written as pytest's live
+logging writes (pytest then repeats the test's name before its outcome). Otherwise, on a
+terminal only, a live `[cold 12 s]` after the progress dots, erased when the phase ends,
+written straight to the terminal so pytest's own line accounting is untouched. Nothing
+in an xdist worker (it has no terminal) or when output is not a terminal (CI logs stay
+clean). No pytest import: the session hands in the terminal reporter."""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any, Callable, ContextManager, Iterator, Optional
+
+
+class Progress:
+    def __init__(self, reporter: Any = None, verbosity: int = 0, live: bool = False,
+                 uncaptured: Callable[[], ContextManager[Any]] = contextlib.nullcontext
+                 ) -> None:
+        self.reporter = reporter       # pytest's TerminalReporter, or None (nothing shown)
+        self.verbose = reporter is not None and verbosity > 0
+        self.live = reporter is not None and verbosity <= 0 and live
+        self.uncaptured = uncaptured   # pytest captures output while a test runs
+
+    @contextlib.contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        """`what` ('cold', 'warm', 'baseline recording at 09d6b45') runs in the block."""
+        started = time.monotonic()
+        ticker = _Ticker(self.reporter, what, self.uncaptured) if self.live else None
+        try:
+            yield
+        finally:
+            if ticker is not None:
+                ticker.stop()
+            if self.verbose:
+                with self.uncaptured():
+                    self.reporter.write_line(f"    {what}: {time.monotonic() - started:.1f} s")
+
+
+class _Ticker:
+    """`[what N s]` at the end of the current terminal line, redrawn each second."""
+
+    def __init__(self, reporter: Any, what: str,
+                 uncaptured: Callable[[], ContextManager[Any]]) -> None:
+        self.uncaptured = uncaptured
+        self.file: Any = getattr(getattr(reporter, "_tw", None), "_file", None)
+        self.what = what
+        self.shown = 0
+        self.started = time.monotonic()
+        self.done = threading.Event()
+        self.thread: Optional[threading.Thread] = None
+        if self.file is not None:
+            self.thread = threading.Thread(target=self._run, daemon=True,
+                                           name="compilecache-progress")
+            self.thread.start()
+
+    def _draw(self, text: str) -> None:
+        try:
+            with self.uncaptured():
+                self._write(text)
+        except (OSError, ValueError):  # a closed terminal: stop showing
+            self.done.set()
+
+    def _write(self, text: str) -> None:
+        """Back over what is shown, write `text`, blank what is left of the old one."""
+        extra = max(0, self.shown - len(text))
+        self.file.write("\b" * self.shown + text + " " * extra + "\b" * extra)
+        self.file.flush()
+        self.shown = len(text)
+
+    def _run(self) -> None:
+        while not self.done.wait(0 if not self.shown else 1.0):
+            self._draw(f" [{self.what} {time.monotonic() - self.started:.0f} s]")
+
+    def stop(self) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join(timeout=2)
+            if self.shown:
+                n, self.shown = self.shown, 0
+                with contextlib.suppress(OSError, ValueError), self.uncaptured():
+                    self.file.write("\b" * n + " " * n + "\b" * n)
+                    self.file.flush()
