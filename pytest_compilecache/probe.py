@@ -191,6 +191,7 @@ class CacheObserver:
         self.aot_debug: Dict[str, List[str]] = {}
         self.triton_compiles: List[Dict[str, Any]] = []
         self.limit_hits: List[Dict[str, Any]] = []
+        self.resets: List[int] = []  # one per torch._dynamo.reset() the workload called
         self.triton_listener = False
         self.tuning = TuningSpy()
         self._restore: List[Callable[[], None]] = []
@@ -235,10 +236,26 @@ class CacheObserver:
         dl.addHandler(lh)  # its level and output stay the user's
         self._restore.append(lambda: dl.removeHandler(lh))
         self._install_triton_listener()
+        self._count_resets()
         self.tuning.start()
         self._restore.append(self.tuning.stop)
         self._before = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
         self._t0 = time.perf_counter()
+
+    def _count_resets(self) -> None:
+        """torch._dynamo.reset() (also what torch.compiler.reset() calls) drops compiled
+        code: the compiles after it are no guard failure."""
+        import torch._dynamo
+
+        original = torch._dynamo.reset
+        counted = self.resets
+
+        def reset(*args: Any, **kwargs: Any) -> Any:
+            counted.append(1)
+            return original(*args, **kwargs)
+
+        torch._dynamo.reset = reset  # type: ignore[assignment]
+        self._restore.append(lambda: setattr(torch._dynamo, "reset", original))
 
     def _install_triton_listener(self) -> None:
         try:
@@ -325,7 +342,7 @@ class CacheObserver:
         failure) and each recompile limit reached: see recompiles.py."""
         out = [{"compile_id": cid, **data} for name, cid, data in self.events
                if name == "compilation_metrics"]
-        return {"compiles": out, "limit_hits": list(self.limit_hits)}
+        return {"compiles": out, "limit_hits": list(self.limit_hits), "resets": len(self.resets)}
 
     def kernel_info(self) -> Dict[str, Any]:
         autotune_states: List[str] = []

@@ -93,7 +93,8 @@ def summarize(rec: Dict[str, Any]) -> Dict[str, Any]:
             if failed_row is not None and _LIMIT_FAILURE.search(why):
                 limits.append({"limit": "its recompile limit", "function": failed_row["code"],
                                "guard": (failed_row["guards"] or [None])[-1]})
-    return {"frames_compiled": sum(r["compiles"] for r in frames.values()),
+    return {"resets": int(dyn.get("resets") or 0),
+            "frames_compiled": sum(r["compiles"] for r in frames.values()),
             "recompiles": sum(r["recompiles"] for r in frames.values()),
             "codes": [frames[f] for f in sorted(frames, key=_order)],
             "limit_hits": limits,
@@ -171,7 +172,11 @@ def lines(dynamo: Dict[str, Any]) -> List[str]:
 def _phase_lines(s: Dict[str, Any]) -> List[str]:
     out: List[str] = []
     for r in s.get("codes") or []:
-        if r.get("recompiles"):
+        if r.get("recompiles") and not r.get("guards") and s.get("resets"):
+            out.append(f"{r.get('code') or 'frame ' + r['frame']} compiled {r['compiles']} "
+                       f"times: the test called torch._dynamo.reset() {s['resets']} time(s), "
+                       f"which drops compiled code; not a guard failure")
+        elif r.get("recompiles"):
             guards = r.get("guards") or []
             shown = guards[:1] + (guards[-1:] if len(guards) > 1 else [])
             out.append(f"{r.get('code') or 'frame ' + r['frame']} compiled {r['compiles']} "

@@ -64,6 +64,14 @@ def test_blocks_differ_in_a_string(compile_cache):
 
 
 @pytest.mark.compile_cache
+def test_reset_between_calls(compile_cache):
+    f = torch.compile(lambda x: torch.cos(x) * 3)
+    compile_cache.record("first", f(torch.ones(8)))
+    torch._dynamo.reset()  # as test suites do between cases: compiled code is dropped
+    compile_cache.record("again", f(torch.ones(8)))
+
+
+@pytest.mark.compile_cache
 def test_only_the_warm_process_recompiles(compile_cache):
     # a restart that behaves unlike the first start (here: by phase, for the test)
     run_stack("tag0" if compile_cache.phase == "warm" else "plus0", compile_cache, n=3)
@@ -141,3 +149,15 @@ def test_the_job_summary_lists_the_recompiles(stacks: RepoRun) -> None:
     assert "### Recompiles (Dynamo traced a code object more than once" in text
     assert ("- `test_regional.py::test_blocks_differ_in_a_float`: cold and warm: forward "
             "(test_regional.py:14) compiled 2 times") in text, text
+
+
+def test_a_compile_after_dynamo_reset_is_not_called_a_guard_failure(stacks: RepoRun) -> None:
+    c = _check(stacks, "test_reset_between_calls")
+    assert c["verdict"] == "pass", stacks.out[-3000:]
+    assert c["dynamo"]["cold"]["resets"] == 1
+    said = [n for n in c["notes"] if n.startswith("recompiles:")]
+    assert not any("recompile(s)" in n for n in said), said
+    # torch numbers the compile after a reset as the same frame again (0/0 twice)
+    assert c["dynamo"]["cold"]["recompiles"] == 1, c["dynamo"]["cold"]
+    assert any("called torch._dynamo.reset() 1 time(s), which drops compiled code; not a "
+               "guard failure" in n for n in said), said
