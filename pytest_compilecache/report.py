@@ -2,12 +2,12 @@
 the versioned JSON report. Pure functions from CheckResult to lines / dicts."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
-import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache import recompiles
@@ -239,26 +239,27 @@ def build_report(results: Iterable[CheckResult], settings: Dict[str, Any],
             "commit": commit, "summary": counts, "checks": checks}
 
 
-def _report_lock(path: str) -> str:
-    """The lock of sessions writing one report: in the temp dir, keyed by the report's
-    path, so that nothing is left beside the report."""
-    import hashlib
+@contextlib.contextmanager
+def _report_lock(path: str) -> Iterator[None]:
+    """Sessions writing one report take turns: an flock on the report's directory, so
+    that no lock file is left beside the report or anywhere else."""
+    import fcntl
 
-    d = os.path.join(tempfile.gettempdir(), f"pytest-compilecache-report-locks-{os.getuid()}")
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    key = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:32]
-    return os.path.join(d, f"{key}.lock")
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None) -> None:
     """Atomic (a reader or an interrupted session never sees half a file) and locked:
     checks in a report that a concurrent session wrote after `since` (our start) are
     kept unless we ran them too; an older report is replaced."""
-    from filelock import FileLock
-
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    with FileLock(_report_lock(path), timeout=600):
+    with _report_lock(path):
         if since is not None:
             try:
                 with open(path) as f:
