@@ -28,6 +28,10 @@ HINTS: List[Tuple[str, str]] = [
      "(TORCHINDUCTOR_AUTOGRAD_CACHE_ALLOW_CUSTOM_AUTOGRAD=1); its backward's code is then "
      "in no key, so a changed backward returns the old one (pytorch issue 144344): bump "
      "torch.compiler.config.cache_key_tag when it changes"),
+    (r"autocast",
+     "autocast entered inside the compiled region (torch.amp._enter_autocast in the graph): "
+     "an older torch's AOTAutograd cache cannot key it; enter torch.autocast outside the "
+     "compiled function, or upgrade torch"),
     (r"Unsupported call_function target|Unsupported call_method",
      "a function torch cannot key is in the graph: call it outside the compiled region, "
      "make it an op with torch.library.custom_op (keyed by its schema), or "

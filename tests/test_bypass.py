@@ -21,6 +21,8 @@ REASONS = [
     "compiler bisector enabled", "No shape env",
     "Won't cache a graph with fakify_first_call enabled",
     "AOTAutogradCache requires triton 3.2.0", "Reduce unsupported",
+    "Unsupported call_function target <function _enter_autocast at 0x…>. \n Function module: "
+    "torch.amp.autocast_mode, \nFunction name: _enter_autocast",
 ]
 
 
@@ -33,4 +35,5 @@ def test_the_hints_name_the_right_fix() -> None:
     assert "CustomGraphPass" in fix_for("Unsupported post grad custom pass")
     assert "autograd_cache_allow_custom_autograd_functions" in fix_for(REASONS[8])
     assert "custom_op" in fix_for(REASONS[9])
+    assert "outside the compiled function" in fix_for(REASONS[-1])
     assert fix_for("something torch adds later") is None
