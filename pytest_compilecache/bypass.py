@@ -22,7 +22,7 @@ HINTS: List[Tuple[str, str]] = [
     (r"FX graph cache is not enabled",
      "the FX-graph cache is off (TORCHINDUCTOR_FX_GRAPH_CACHE=0 or "
      "torch._inductor.config.fx_graph_cache = False): AOTAutograd needs it; turn it on"),
-    (r"Unsupported call_function target .*(Function|apply)|Function name: apply",
+    (r"Function name: (apply|autograd_function_apply)\b",
      "a custom torch.autograd.Function: AOTAutograd caches one only with "
      "torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True "
      "(TORCHINDUCTOR_AUTOGRAD_CACHE_ALLOW_CUSTOM_AUTOGRAD=1); its backward's code is then "

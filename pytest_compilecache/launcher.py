@@ -90,7 +90,10 @@ def useful_tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
     the process said before a faulthandler dump."""
     out = [line for line in text.rstrip().splitlines() if not _TORCH_DEBUG.match(line)]
     footer = [i for i, line in enumerate(out) if _PYTEST_FOOTER.match(line)]
-    if footer and footer[0] > 0:
+    after = out[footer[0]:] if footer else []
+    crashed_after = any(line.startswith(("Fatal Python error", "INTERNALERROR",
+                                         "Exception ignored")) for line in after)
+    if footer and footer[0] > 0 and not crashed_after:  # a crash at exit stays in view
         out = out[:footer[0]]
     start = max(0, len(out) - lines)
     fatal = [i for i, line in enumerate(out) if line.startswith("Fatal Python error")]

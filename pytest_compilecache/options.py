@@ -256,8 +256,10 @@ def _flag(config: Any, dest: str) -> bool:
         return True
     try:
         return bool(config.getini("compile_cache_" + dest))
-    except (ValueError, KeyError):  # a config without the ini options registered
+    except KeyError:  # a config without the ini options registered
         return False
+    except ValueError as e:  # not a boolean: a usage error naming the option
+        raise ValueError(f"ini option compile_cache_{dest}: {e}") from None
 
 
 @dataclass(frozen=True)

@@ -44,13 +44,18 @@ class _Ticker:
     def __init__(self, reporter: Any, what: str,
                  uncaptured: Callable[[], ContextManager[Any]]) -> None:
         self.uncaptured = uncaptured
-        self.file: Any = getattr(getattr(reporter, "_tw", None), "_file", None)
+        tw = getattr(reporter, "_tw", None)
+        self.file: Any = getattr(tw, "_file", None)
+        try:  # room left on pytest's current line: backspaces cannot cross a wrap
+            self.room = int(tw.fullwidth) - int(tw.width_of_current_line) - 1  # type: ignore[union-attr]
+        except Exception:
+            self.room = 0
         self.what = what
         self.shown = 0
         self.started = time.monotonic()
         self.done = threading.Event()
         self.thread: Optional[threading.Thread] = None
-        if self.file is not None:
+        if self.file is not None and self.room >= 16:
             self.thread = threading.Thread(target=self._run, daemon=True,
                                            name="compilecache-progress")
             self.thread.start()
@@ -64,6 +69,7 @@ class _Ticker:
 
     def _write(self, text: str) -> None:
         """Back over what is shown, write `text`, blank what is left of the old one."""
+        text = text[:self.room]
         extra = max(0, self.shown - len(text))
         self.file.write("\b" * self.shown + text + " " * extra + "\b" * extra)
         self.file.flush()
@@ -77,7 +83,7 @@ class _Ticker:
         self.done.set()
         if self.thread is not None:
             self.thread.join(timeout=2)
-            if self.shown:
+            if self.shown and not self.thread.is_alive():  # a stuck terminal: leave it
                 n, self.shown = self.shown, 0
                 with contextlib.suppress(OSError, ValueError), self.uncaptured():
                     self.file.write("\b" * n + " " * n + "\b" * n)

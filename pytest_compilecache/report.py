@@ -245,9 +245,16 @@ def _report_lock(path: str) -> Iterator[None]:
     that no lock file is left beside the report or anywhere else."""
     import fcntl
 
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:
+        yield  # the write itself reports what is wrong with the directory
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a filesystem without directory locks (NFS, some FUSE): unlocked
+            pass
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -273,4 +280,6 @@ def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None)
                                               if (c.get("nodeid"), c.get("via")) not in mine]
                               + report["checks"])
                 report["summary"] = summarize(report["checks"])
+                if report["checks"]:  # another session's checks are in it now
+                    report["no_checks"] = None
         write_json_atomic(Path(path), report)

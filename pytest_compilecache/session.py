@@ -48,13 +48,23 @@ class CheckFailed(Exception):
         self.results = results
 
 
+class _Crash:
+    """Where pytest reads a failure's one-line message (`--tb=line` prints it whole)."""
+
+    def __init__(self, message: str) -> None:
+        self.message, self.path, self.lineno = message, None, None
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class CheckFailureRepr:
     """A failed check's report, with its first reason where pytest looks for a crash
     message: the short test summary (-rA) and JUnit's failure message show it."""
 
     def __init__(self, text: str, reason: str) -> None:
         self.text = text
-        self.reprcrash = types.SimpleNamespace(message=reason, path=None, lineno=None)
+        self.reprcrash = _Crash(reason)
 
     def toterminal(self, tw: Any) -> None:
         for line in self.text.splitlines():
@@ -175,7 +185,7 @@ class CompileCacheSession:
         if reporter is not None and not hasattr(self.config, "workerinput"):
             out = getattr(getattr(reporter, "_tw", None), "_file", None)
             capman = self.config.pluginmanager.get_plugin("capturemanager")
-            self.progress = Progress(reporter, self.config.get_verbosity(),
+            self.progress = Progress(reporter, int(self.config.getoption("verbose", 0) or 0),
                                      live=bool(getattr(out, "isatty", lambda: False)())
                                      and os.environ.get("TERM") != "dumb",
                                      uncaptured=capman.global_and_fixture_disabled
@@ -690,8 +700,10 @@ class CompileCacheSession:
             terminalreporter.write_line(f"key manifest: {path}")
         kept = [r for r in self.results if r.cache_root]
         if kept:
+            where = f" --root {self.settings.root}" if self.settings.root else ""
             terminalreporter.write_line(f"{len(kept)} cache root(s) kept for inspection; "
-                                        f"`pytest-compilecache clean` removes them")
+                                        f"`pytest-compilecache clean{where}` removes them "
+                                        f"once they are an hour old (--min-age 0: now)")
         if self.settings.report:
             terminalreporter.write_line(f"report written to {self.settings.report}")
 

@@ -61,6 +61,8 @@ def merge_reports(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
     merged = dict(reports[0])
     merged["checks"] = [by_id[n] for n in sorted(by_id)]
     merged["summary"] = summarize(merged["checks"])
+    merged["no_checks"] = next((r.get("no_checks") for r in reports if r.get("no_checks")),
+                               None) if not merged["checks"] else None
     merged["merged_from"] = [{"created": r.get("created"), "commit": r.get("commit"),
                               "settings": r.get("settings"), "checks": len(r.get("checks", []))}
                              for r in reports]

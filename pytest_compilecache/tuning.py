@@ -202,6 +202,8 @@ class TuningSpy:
 # What a kernel's `.best_config` said when it was tuned anyway.
 NO_CACHE = ("torch keeps no tuning result for it (it had one config when compiled, so no "
             "autotune cache; more were added at launch): it is tuned at every start")
+CACHE_OFF = ("torch's autotune cache is off (torch._inductor.config.autotune_local_cache = "
+             "False, or force_disable_caches), so no result is kept")
 NOT_STORED = "no tuning result stored for it"
 OTHER_LIST = "its stored result is for another list of configs"
 NOT_RELOADED = ("its stored result names a config outside the kernel's list, which this "
@@ -232,6 +234,9 @@ def stored_result(tuner: Any) -> str:
     cannot be read this way (local cache off, another layout)."""
     hook = getattr(tuner, "save_cache_hook", False)
     if hook is None:
+        meta = getattr(tuner, "inductor_meta", None) or {}
+        if meta.get("force_disable_caches") or meta.get("autotune_local_cache") is False:
+            return CACHE_OFF
         return NO_CACHE
     cache = getattr(hook, "__self__", None)
     local = getattr(cache, "local_cache", None)

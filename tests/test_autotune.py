@@ -119,3 +119,16 @@ def test_a_torch_without_a_spy_leaves_that_kind_unjudged_and_says_so() -> None:
                           "PersistentCache.lookup (torch's counter says 2, but an FX-graph "
                           "cache hit replays it from the cold compile)"], lv.reasons
     assert notes == ["autotune: " + lv.reasons[0]]
+
+
+def test_a_kernel_benchmarked_with_torchs_autotune_cache_off_is_a_miss_not_a_note() -> None:
+    from types import SimpleNamespace
+
+    from pytest_compilecache import tuning
+
+    off = SimpleNamespace(save_cache_hook=None, inductor_meta={"autotune_local_cache": False})
+    one = SimpleNamespace(save_cache_hook=None, inductor_meta={})
+    assert tuning.stored_result(off) == tuning.CACHE_OFF
+    assert tuning.stored_result(one) == tuning.NO_CACHE
+    rec = {"why": {"k_off": tuning.CACHE_OFF, "k_one": tuning.NO_CACHE}}
+    assert tuning.untunable(rec) == ["k_one"]  # only a kernel no cache could hold

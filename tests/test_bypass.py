@@ -1,7 +1,13 @@
 """Every bypass reason torch 2.5-2.13 gives has a fix hint (reasons as torch words them)."""
 import pytest
 
-from pytest_compilecache.bypass import fix_for
+from pytest_compilecache.bypass import fix_for as _fix_for
+from pytest_compilecache.keys import normalize_reason
+
+
+def fix_for(reason):
+    """As the verdict asks: on the reason as torch's record gives it, normalized."""
+    return _fix_for(normalize_reason(reason))
 
 REASONS = [
     "Unsupported post grad custom pass", "Unsupported pre grad custom pass",

@@ -226,3 +226,13 @@ def test_remote_actions_are_pinned_and_outputs_map_to_steps() -> None:
     workflows = "".join(p.read_text() for p in (ROOT / ".github" / "workflows").glob("*.yml"))
     for uses in re.findall(r"uses: *([^\s#]+)", text + workflows):
         assert uses.startswith("./") or re.search(r"@[0-9a-f]{40}$", uses), uses
+
+
+def test_a_merge_with_an_empty_shard_does_not_say_nothing_was_checked() -> None:
+    from pytest_compilecache.shard import merge_reports
+
+    full = _report("cpu_examples")
+    empty = dict(copy.deepcopy(full), checks=[], no_checks="selected no check")
+    merged = merge_reports([empty, full])
+    assert merged["checks"] and merged["no_checks"] is None
+    assert merge_reports([empty, dict(empty)])["no_checks"] == "selected no check"

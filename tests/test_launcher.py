@@ -289,3 +289,12 @@ def test_an_error_tail_keeps_the_users_traceback_not_torchs_debug_lines_or_pytes
     assert "a warning stays" in tail
     assert "GUARDS" not in tail and "fx graph cache miss" not in tail
     assert "short test summary" not in tail and "1 failed in" not in tail
+
+
+def test_a_crash_after_pytests_footer_stays_in_the_tail():
+    from pytest_compilecache.launcher import useful_tail
+
+    log = "\n".join(["test_m.py .", "=========================== warnings summary ==========",
+                     "UserWarning: x", "Fatal Python error: Segmentation fault",
+                     "Current thread 0x1 (most recent call first):", '  File "teardown.py"'])
+    assert "Fatal Python error: Segmentation fault" in useful_tail(log)
