@@ -403,6 +403,10 @@ class BodyHooks:
             skip = o.path_not_applicable(None)
             o.recorder.reset()
             o.recorder.active = True
+            # each compiled call draws from its own seed and leaves the generator as it
+            # found it, as in the eager re-runs: draws outside compiled calls (a fresh
+            # input after a dropout step) are then the same in every run
+            o.recorder.reseed = randomness.REFERENCE_SEED
             o.observer.start()
             o.mark("workload_start")
             try:
@@ -418,6 +422,7 @@ class BodyHooks:
                 o.mark("workload_end")
                 o.observer.stop()
                 o.recorder.active = False
+                o.recorder.reseed = None
                 o._skip_body = False
             if skip:
                 return res

@@ -111,6 +111,7 @@ class Recorder:
         self.outputs = {}
         self._calls = 0
         self.depth = 0
+        self._saved = []  # a call that raised never left
 
     def enter(self) -> None:
         """A compiled call begins (its random draws come from `reseed` when set)."""
