@@ -192,6 +192,7 @@ class CacheObserver:
         self.triton_compiles: List[Dict[str, Any]] = []
         self.limit_hits: List[Dict[str, Any]] = []
         self.resets: List[int] = []  # one per torch._dynamo.reset() the workload called
+        self.code_ids: Dict[str, Any] = {}  # code -> its PGO CodeId's closure hash
         self.triton_listener = False
         self.tuning = TuningSpy()
         self._restore: List[Callable[[], None]] = []
@@ -237,6 +238,7 @@ class CacheObserver:
         self._restore.append(lambda: dl.removeHandler(lh))
         self._install_triton_listener()
         self._count_resets()
+        self._record_code_ids()
         self.tuning.start()
         self._restore.append(self.tuning.stop)
         self._before = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
@@ -256,6 +258,33 @@ class CacheObserver:
 
         torch._dynamo.reset = reset  # type: ignore[assignment]
         self._restore.append(lambda: setattr(torch._dynamo, "reset", original))
+
+    def _record_code_ids(self) -> None:
+        """The ids torch files a frame's profile under (torch._dynamo.pgo.CodeId): a
+        closure's part is a hash that may differ per process, and then no saved profile
+        applies, job id or not (torch 2.12+; absent before: nothing recorded)."""
+        try:
+            from torch._dynamo import pgo
+
+            raw = pgo.CodeId.__dict__["make"]
+            make = raw.__func__
+        except Exception:
+            return
+        seen = self.code_ids
+
+        def recorded(code: Any, closure: Any = None) -> Any:
+            cid = make(code, closure)
+            try:
+                where = f"{code.co_name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+                h = getattr(cid, "closure_hash", None)
+                if h is not None or where not in seen:  # torch also asks without closure
+                    seen[where] = h
+            except Exception:
+                pass
+            return cid
+
+        pgo.CodeId.make = staticmethod(recorded)  # type: ignore[method-assign]
+        self._restore.append(lambda: setattr(pgo.CodeId, "make", raw))
 
     def _install_triton_listener(self) -> None:
         try:
@@ -342,7 +371,8 @@ class CacheObserver:
         failure) and each recompile limit reached: see recompiles.py."""
         out = [{"compile_id": cid, **data} for name, cid, data in self.events
                if name == "compilation_metrics"]
-        return {"compiles": out, "limit_hits": list(self.limit_hits), "resets": len(self.resets)}
+        return {"compiles": out, "limit_hits": list(self.limit_hits), "resets": len(self.resets),
+                "code_ids": dict(self.code_ids)}
 
     def kernel_info(self) -> Dict[str, Any]:
         autotune_states: List[str] = []

@@ -326,7 +326,7 @@ def _pgo_layer(cc: Dict[str, Any], wc: Dict[str, Any], cfg: Optional[Dict[str, A
     c, w = io(cc), io(wc)
     lv = LayerVerdict(state="hit", cold=f"written {c['written']}", warm=f"read {w['read']}")
     if cfg is not None and cfg.get("no_job_id"):
-        return _pgo_without_job_id(lv, wc)
+        return _pgo_without_job_id(lv, wc, cc)
     if cfg is not None and not cfg.get("enabled", True):
         return LayerVerdict("n/a", lv.cold, lv.warm, [cfg.get("why") or "disabled"])
     if not c["written"] and not w["read"]:
@@ -364,7 +364,8 @@ def _pgo_addresses(rec: Dict[str, Any], frame: str) -> bool:
 _SHAPE_GUARD = ("size mismatch", "stride mismatch")
 
 
-def _pgo_without_job_id(lv: LayerVerdict, wc: Dict[str, Any]) -> LayerVerdict:
+def _pgo_without_job_id(lv: LayerVerdict, wc: Dict[str, Any],
+                        cc: Optional[Dict[str, Any]] = None) -> LayerVerdict:
     """No job id: torch keeps no profile across restarts. That costs nothing unless
     the warm run recompiled a frame on a shape guard, as every restart then will."""
     lv.state, lv.reasons = "off", ["no job id: PGO state is not persisted across restarts"]
@@ -378,14 +379,32 @@ def _pgo_without_job_id(lv: LayerVerdict, wc: Dict[str, Any]) -> LayerVerdict:
                           f"address: " + "; ".join((wc.get("recompile_reasons") or ["?"])[:2]))
         return lv
     lv.state = "miss"
+    unstable = _unstable_code_ids(cc or {}, wc)
+    lead = (f"no job id, so no PGO state across restarts, and the warm run recompiled: "
+            f"{frames} ({shape[0].strip()}). Every restart pays this static-then-dynamic "
+            f"recompile. ")
+    if unstable:
+        lv.reasons = [
+            lead + f"A job id would not help: the profile is filed under each code's id, "
+            f"and for {', '.join(unstable[:3])} that id differs per process (a closure over "
+            f"a function, whose hash Python randomizes per process), so no saved profile "
+            f"would apply. Compile the varying dimension dynamic from the start instead "
+            f"(torch._dynamo.mark_dynamic(x, 0) on the input, or torch.compile(..., "
+            f"dynamic=True)), or move the function out of the closure"]
+        return lv
     lv.reasons = [
-        f"no job id, so no PGO state across restarts, and the warm run recompiled: {frames} "
-        f"({shape[0].strip()}). Every restart pays this static-then-dynamic recompile. Set a "
-        f"job id that is stable per model in production (TORCH_COMPILE_JOB_ID=<id>, or "
-        f"torch.compiler.config.job_id = '<id>'); torch's docs: the id tells torch that two "
-        f"runs are the same workload and may share profiles, so never share one between "
-        f"different models or topologies"]
+        lead + "Set a job id that is stable per model in production "
+        "(TORCH_COMPILE_JOB_ID=<id>, or torch.compiler.config.job_id = '<id>'); torch's "
+        "docs: the id tells torch that two runs are the same workload and may share "
+        "profiles, so never share one between different models or topologies"]
     return lv
+
+
+def _unstable_code_ids(cc: Dict[str, Any], wc: Dict[str, Any]) -> List[str]:
+    """Codes whose PGO id (its closure hash) differs between the cold and warm process."""
+    cold = (cc.get("dynamo") or {}).get("code_ids") or {}
+    warm = (wc.get("dynamo") or {}).get("code_ids") or {}
+    return sorted(k for k in cold.keys() & warm.keys() if cold[k] != warm[k])
 
 
 def _compiles_per_frame(rec: Dict[str, Any]) -> Dict[str, int]:

@@ -25,6 +25,23 @@ def test_varying_batch(compile_cache):
     with torch.no_grad():
         for n in (4, 7, 9):
             serve(torch.randn(n, 16, device=compile_cache.device))
+
+
+def make_layer():  # as einops builds its layers: a function closing over another
+    def act(t):
+        return torch.relu(t) + 1
+
+    def layer(x):
+        return act(x) * 2
+
+    return layer
+
+
+@pytest.mark.compile_cache
+def test_varying_batch_in_a_closure(compile_cache):
+    serve = torch.compile(make_layer())
+    for n in (4, 7, 9):
+        serve(torch.randn(n, 16, device=compile_cache.device))
 '''
 
 
@@ -53,6 +70,18 @@ def test_without_a_job_id_the_restart_recompiles_and_the_check_fails(runs) -> No
         assert c["layers"][layer]["state"] == "hit", c["layers"][layer]
     assert c["job_id"]["cold"] == {"value": None, "source": "none"}
     assert "PGO job id: none (not in the environment, not set in code)" in run.out
+
+
+def test_without_a_job_id_a_closure_is_not_told_to_set_one(runs) -> None:
+    """Its profile id holds a hash Python randomizes per process (torch 2.12+): a job id
+    would change nothing, so the advice is what would."""
+    run = runs["none"]
+    c = run.check("test_varying_batch_in_a_closure")
+    pgo = c["layers"]["dynamo_pgo"]
+    assert c["verdict"] == "fail" and pgo["state"] == "miss", run.out[-3000:]
+    why = pgo["reasons"][0]
+    assert "A job id would not help" in why and "layer (test_serve.py:" in why, why
+    assert "mark_dynamic" in why and "TORCH_COMPILE_JOB_ID=<id>" not in why
 
 
 def test_a_job_id_from_the_environment_is_inherited_and_the_check_passes(runs) -> None:
