@@ -183,6 +183,26 @@ def _try(fn: Callable[[], Any]) -> Any:
         return None
 
 
+def _in_torch(filename: str) -> bool:
+    return f"{os.sep}torch{os.sep}" in filename
+
+
+def _user_function(closure: Any) -> Optional[str]:
+    """The user's function a torch wrapper frame (wrap_inline's `inner`) calls: the
+    first function in its closure whose code is not torch's, as 'name (file:line)'."""
+    for cell in closure:
+        try:
+            obj = cell.cell_contents
+        except ValueError:
+            continue
+        code = getattr(getattr(obj, "__func__", obj), "__code__", None)
+        if code is None and hasattr(type(obj), "forward"):  # a module: its forward
+            code = getattr(type(obj).forward, "__code__", None)
+        if code is not None and not _in_torch(code.co_filename):
+            return f"{code.co_name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+    return None
+
+
 class CacheObserver:
     """start() before the workload, stop() after; `record()` is JSON-serialisable."""
 
@@ -193,6 +213,7 @@ class CacheObserver:
         self.limit_hits: List[Dict[str, Any]] = []
         self.resets: List[int] = []  # one per torch._dynamo.reset() the workload called
         self.code_ids: Dict[str, Any] = {}  # code -> its PGO CodeId's closure hash
+        self.user_code: Dict[str, str] = {}  # torch's wrapper code -> the user's it calls
         self.triton_listener = False
         self.tuning = TuningSpy()
         self._restore: List[Callable[[], None]] = []
@@ -270,7 +291,7 @@ class CacheObserver:
             make = raw.__func__
         except Exception:
             return
-        seen = self.code_ids
+        seen, users = self.code_ids, self.user_code
 
         def recorded(code: Any, closure: Any = None) -> Any:
             cid = make(code, closure)
@@ -279,6 +300,10 @@ class CacheObserver:
                 h = getattr(cid, "closure_hash", None)
                 if h is not None or where not in seen:  # torch also asks without closure
                     seen[where] = h
+                if closure and _in_torch(code.co_filename):
+                    user = _user_function(closure)
+                    if user:
+                        users[where] = user
             except Exception:
                 pass
             return cid
@@ -372,7 +397,7 @@ class CacheObserver:
         out = [{"compile_id": cid, **data} for name, cid, data in self.events
                if name == "compilation_metrics"]
         return {"compiles": out, "limit_hits": list(self.limit_hits), "resets": len(self.resets),
-                "code_ids": dict(self.code_ids)}
+                "code_ids": dict(self.code_ids), "user_code": dict(self.user_code)}
 
     def kernel_info(self) -> Dict[str, Any]:
         autotune_states: List[str] = []

@@ -40,12 +40,16 @@ def _frame(compile_id: str) -> Optional[str]:
     return compile_id.split("/")[0] if "/" in compile_id else None
 
 
-def _code(entry: Dict[str, Any]) -> Optional[str]:
+def _code(entry: Dict[str, Any], users: Optional[Dict[str, str]] = None) -> Optional[str]:
+    """The compiled code as the user knows it: a torch wrapper frame (wrap_inline's
+    `inner`) is named by the user's function it calls."""
     if not entry.get("co_name"):
         return None
     where = os.path.basename(str(entry.get("co_filename") or ""))
     line = entry.get("co_firstlineno")
-    return f"{entry['co_name']} ({where}:{line})" if where else str(entry["co_name"])
+    name = f"{entry['co_name']} ({where}:{line})" if where else str(entry["co_name"])
+    user = (users or {}).get(name)
+    return f"{user}, through torch's {name}" if user else name
 
 
 def summarize(rec: Dict[str, Any]) -> Dict[str, Any]:
@@ -69,7 +73,7 @@ def summarize(rec: Dict[str, Any]) -> Dict[str, Any]:
             continue
         row = frames.setdefault(f, {"frame": f, "code": None, "compiles": 0, "failed": 0,
                                     "guards": []})
-        row["code"] = row["code"] or _code(e)
+        row["code"] = row["code"] or _code(e, dyn.get("user_code"))
         if e.get("fail_type"):
             row["failed"] += 1
         else:

@@ -161,3 +161,26 @@ def test_a_compile_after_dynamo_reset_is_not_called_a_guard_failure(stacks: Repo
     assert c["dynamo"]["cold"]["recompiles"] == 1, c["dynamo"]["cold"]
     assert any("called torch._dynamo.reset() 1 time(s), which drops compiled code; not a "
                "guard failure" in n for n in said), said
+
+
+def test_a_torch_wrapper_frame_is_named_by_the_users_function_it_calls() -> None:
+    """Dynamo compiles wrap_inline's `inner` (external_utils.py) for some calls, as on
+    einops' layers: the report names the user's function."""
+    from torch._dynamo.external_utils import wrap_inline
+
+    from pytest_compilecache import recompiles
+    from pytest_compilecache.probe import _user_function
+
+    def rearrange_layer(x):
+        return x * 2
+
+    inner = wrap_inline(rearrange_layer)
+    user = _user_function(inner.__closure__)
+    line = rearrange_layer.__code__.co_firstlineno
+    assert user == f"rearrange_layer (test_recompiles.py:{line})"
+    code = inner.__code__
+    wrapper = f"inner (external_utils.py:{code.co_firstlineno})"
+    entry = {"co_name": "inner", "co_filename": code.co_filename,
+             "co_firstlineno": code.co_firstlineno}
+    assert recompiles._code(entry, {wrapper: user}) == f"{user}, through torch's {wrapper}"
+    assert recompiles._code(entry) == wrapper
