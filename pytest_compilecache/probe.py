@@ -293,9 +293,10 @@ class CacheObserver:
             return
         seen, users = self.code_ids, self.user_code
 
-        def recorded(code: Any, closure: Any = None) -> Any:
-            cid = make(code, closure)
+        def recorded(code: Any, *args: Any, **kwargs: Any) -> Any:
+            cid = make(code, *args, **kwargs)  # as torch called it (2.11 passes no closure)
             try:
+                closure = args[0] if args else kwargs.get("closure")
                 where = f"{code.co_name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
                 h = getattr(cid, "closure_hash", None)
                 if h is not None or where not in seen:  # torch also asks without closure
