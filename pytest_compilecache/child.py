@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import pytest
 
 from pytest_compilecache import compare
+from pytest_compilecache import confinement
 from pytest_compilecache import float64
 from pytest_compilecache import lifetime
 from pytest_compilecache import randomness
@@ -168,6 +169,7 @@ class ChildPlugin:
         self.mark("on_device")
         self.tell_imports()
         with self.path.watching(self.artifact, self.device or "cpu"):
+            self.reclaim_cache_settings()
             self.observer.start()  # imports torch._dynamo: part of setup, not of the workload
             self.mark("workload_start")  # a warm start begins with loading the artifact
             phase = self.spec["phase"]
@@ -200,6 +202,7 @@ class ChildPlugin:
             finally:
                 self.mark("workload_end")
                 self.observer.stop()
+                self.check_confined("after the workload")
                 if self.spec.get("artifact") != "save":  # nothing compiles after this
                     lifetime.deprioritize_descendants()
             self.result["ran"] = True
@@ -319,11 +322,33 @@ class ChildPlugin:
                     compiled, earlier, tuple(tol) if tol else None, ref,
                     {r["name"] for r in random})
 
+    # -- the private cache root (confinement.py) ------------------------------------
+    def reclaim_cache_settings(self) -> None:
+        """Before the workload: the private cache settings the test's code changed
+        since the phase started (a conftest's team cache, a cleared environment), put
+        back, and said."""
+        said = confinement.reclaim(self.spec.get("private") or {})
+        self.result.setdefault("reclaimed", []).extend(said)
+
+    def check_confined(self, when: str) -> None:
+        """After the user's code ran: torch's and Triton's cache dirs are in the root
+        (the temp dir outside it is a note: what torch keeps there is in no key)."""
+        if not self.spec.get("root") or self.result.get("escaped"):
+            return
+        try:
+            found = confinement.escapes(self.spec["root"], self.spec.get("private") or {}, when)
+        except Exception as e:  # our own machinery: said, never a verdict on the model
+            found = [("tmp", f"could not tell where the caches were {when}: {_first_line(e)}")]
+        self.result["escaped"] = [text for label, text in found if label != "tmp"]
+        notes = self.result.setdefault("reclaimed", [])
+        notes += [text for label, text in found if label == "tmp" and text not in notes]
+
     # -- reporting -----------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._unpatch:
             self._unpatch()
+        self.check_confined("when the phase ended")
         if not self.result["ran"] and not self.result["error"]:
             self.result["error"] = (f"the check did not run in the {self.spec['phase']} process: "
                                     f"node id {self.spec['nodeid']!r} was not collected or its "
@@ -407,6 +432,7 @@ class BodyHooks:
             # found it, as in the eager re-runs: draws outside compiled calls (a fresh
             # input after a dropout step) are then the same in every run
             o.recorder.reseed = randomness.REFERENCE_SEED
+            o.reclaim_cache_settings()
             o.observer.start()
             o.mark("workload_start")
             try:
@@ -421,6 +447,7 @@ class BodyHooks:
             finally:
                 o.mark("workload_end")
                 o.observer.stop()
+                o.check_confined("after the workload")
                 o.recorder.active = False
                 o.recorder.reseed = None
                 o._skip_body = False

@@ -13,6 +13,7 @@ import getpass
 import hashlib
 import os
 import re
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -41,9 +42,12 @@ _REMOTE_OFF = (
 
 @dataclass(frozen=True)
 class CacheRoot:
-    """Directory layout of one check; `watched` dirs are where caches write."""
+    """Directory layout of one check; `watched` dirs are where caches write. `made`:
+    the (device, inode) it was created with, to tell it from a directory put in its
+    place later."""
 
     path: Path
+    made: Optional[Tuple[int, int]] = None
 
     @property
     def inductor(self) -> Path:
@@ -69,13 +73,62 @@ class CacheRoot:
     def create(cls, nodeid: str, parent: Optional[str] = None) -> "CacheRoot":
         if parent:
             os.makedirs(parent, mode=0o700, exist_ok=True)
+        unsafe = unsafe_parent(Path(parent or tempfile.gettempdir()))
+        if unsafe:
+            raise OSError(unsafe)
         slug = "".join(c if c.isalnum() else "-" for c in nodeid.split("::")[-1])[:40]
         path = Path(tempfile.mkdtemp(prefix=f"compilecache-{slug}-", dir=parent))
         os.chmod(path, 0o700)  # mkdtemp already does; be explicit, the dir holds code
-        root = cls(path)
+        st = os.lstat(path)
+        root = cls(path, (st.st_dev, st.st_ino))
         for d in (root.inductor, root.triton, root.tmp, root.phases):
             d.mkdir(mode=0o700)
         return root
+
+    def tampered(self) -> Optional[str]:
+        """Why this root is no longer the private directory `create` made (checked
+        before each phase: the phases run code from it), or None."""
+        if self.made is None:
+            return None
+        try:
+            st = os.lstat(self.path)
+        except OSError as e:
+            return f"its cache root {self.path} is gone ({e.strerror or e})"
+        if stat.S_ISLNK(st.st_mode):
+            return (f"its cache root {self.path} was replaced by a symlink to "
+                    f"{os.path.realpath(self.path)}: someone else's directory would run as "
+                    f"this user's code; refusing it")
+        if (st.st_dev, st.st_ino) != self.made or not stat.S_ISDIR(st.st_mode):
+            return (f"its cache root {self.path} was replaced by another directory since the "
+                    f"check made it; refusing it")
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return (f"its cache root {self.path} changed owner or mode (uid {st.st_uid}, mode "
+                    f"{stat.S_IMODE(st.st_mode):o}): others could put code there; refusing it")
+        return unsafe_parent(self.path.parent)
+
+
+def unsafe_parent(path: Path) -> Optional[str]:
+    """Why check roots must not be made under `path`: it, or a directory above it,
+    lets another user replace what is inside (writable by others without the sticky
+    bit, or owned by someone other than this user or root), so a check's root could be
+    swapped for a directory holding their code. None when safe (/tmp is: sticky)."""
+    me = os.getuid()
+    try:
+        real = Path(os.path.realpath(path))
+        for d in (real, *real.parents):
+            st = os.stat(d)
+            if st.st_uid not in (me, 0):
+                return (f"{d} is owned by another user (uid {st.st_uid}), who could replace a "
+                        f"check's cache root under {path} with a directory of their code; "
+                        f"use a directory of your own for --compile-cache-root")
+            if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+                return (f"{d} is writable by other users (mode {stat.S_IMODE(st.st_mode):o}, "
+                        f"no sticky bit): one of them could replace a check's cache root under "
+                        f"{path} with a directory of their code; use a directory only you can "
+                        f"write (chmod 700), or one with the sticky bit as /tmp has")
+    except OSError as e:
+        return f"cannot inspect {path}: {e.strerror or e}"
+    return None
 
 
 ROOT_PARTS = ("inductor", "triton", "tmp", "phases")

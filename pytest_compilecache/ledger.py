@@ -2,7 +2,7 @@
 
 xdist workers publish, as they go, the checks they collected, each check they start
 and each result, as files in a directory private to the controller's session (its
-path travels through the environment, as the lock dir's does). At the end the
+path travels in xdist's workerinput, as the lock and header dirs' do). At the end the
 controller reads them and gives a verdict to every check that left no result: `error`
 when the process running it died, `not run` when an interruption skipped it.
 No pytest, no torch.
@@ -30,21 +30,21 @@ def open_results_dir() -> str:
     return path
 
 
-def publish(kind: str, data: Dict[str, Any]) -> None:
-    """A worker's record: the checks it `collected`, a check `started`, or a `result`."""
-    d = os.environ.get(RESULTS_DIR_ENV)
-    if d:
-        write_json_atomic(Path(d) / f"{kind}-{uuid.uuid4().hex}.json", data)
-
-
 class Ledger:
-    """The controller's account of the session's checks."""
+    """The controller's account of the session's checks; in an xdist worker, where it
+    publishes them (the directory is handed over in xdist's workerinput, and fixed at
+    configure: a test that clears its environment loses nothing)."""
 
     def __init__(self, results_dir: Optional[str]) -> None:
         self.results_dir = results_dir
         self.started: Set[str] = set()
         self.collected: Set[str] = set()
         self.failed: Dict[str, str] = {}  # node id -> longrepr of a failed test report
+
+    def publish(self, kind: str, data: Dict[str, Any]) -> None:
+        """A worker's record: the checks it `collected`, a check `started`, or a `result`."""
+        if self.results_dir:
+            write_json_atomic(Path(self.results_dir) / f"{kind}-{uuid.uuid4().hex}.json", data)
 
     def failed_report(self, nodeid: str, text: str) -> None:
         """A crashed worker leaves a failed report (xdist gives it no keywords)."""

@@ -309,6 +309,12 @@ class Settings:
                 values[dest] = v
         if "threads" not in values:
             values["threads"] = default_threads()
+        # paths are the invocation dir's, fixed now: a test module that chdirs at import
+        # must not move the cache roots, the report or the locks
+        here = str(getattr(getattr(config, "invocation_params", None), "dir", "") or os.getcwd())
+        for dest in ("root", "report", "lock_dir", "shard_times"):
+            if values.get(dest):
+                values[dest] = os.path.join(here, os.path.expanduser(values[dest]))
         for name, _ in _FLAGS:
             dest = name.replace("-", "_")
             values[dest] = _flag(config, dest)

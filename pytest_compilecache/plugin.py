@@ -77,8 +77,11 @@ def pytest_configure(config: pytest.Config) -> None:
         except OSError as e:
             raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
         session.owned_lock_dir = path if fresh else None
+        session.lock_path = path
         session.open_pch_dir()
         session.ledger = Ledger(open_results_dir())
+    else:
+        session.adopt_dirs(config.workerinput)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "compilecache-session")
 

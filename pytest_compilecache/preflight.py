@@ -58,6 +58,21 @@ def problems(report: Optional[str], store: Optional[Path], store_option: Optiona
         if why:
             out.append(f"--compile-cache-root={root}: {why}; choose a writable directory "
                        f"for the checks' cache roots")
+    from pytest_compilecache.diskspace import no_space
+    from pytest_compilecache.isolation import unsafe_parent
+
+    existing = nearest_existing(Path(root or tempfile.gettempdir()))
+    unsafe = unsafe_parent(existing)
+    if unsafe:  # the cache roots hold code that the phases run
+        named = f"--compile-cache-root={root}" if root else \
+            f"the temp dir {existing} (the default of --compile-cache-root)"
+        out.append(f"{named}: {unsafe}")
+    for label, path in (("--compile-cache-report", Path(report).parent if report else None),
+                        ("the key manifest store", store), ("--compile-cache-root",
+                                                            Path(root) if root else None)):
+        full = no_space(path) if path is not None else None
+        if full:
+            out.append(f"{label}: {full}")
     return out
 
 

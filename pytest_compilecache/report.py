@@ -6,6 +6,7 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -260,10 +261,12 @@ def _report_lock(path: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None) -> None:
+def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None) -> List[str]:
     """Atomic (a reader or an interrupted session never sees half a file) and locked:
     checks in a report that a concurrent session wrote after `since` (our start) are
-    kept unless we ran them too; an older report is replaced."""
+    kept unless we ran them too; an older report is replaced. Returns what the
+    replacement changed that the user may not expect (a symlink or a read-only file
+    at the path is replaced by a new 0600 file, never written through)."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     with _report_lock(path):
@@ -282,4 +285,21 @@ def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None)
                 report["summary"] = summarize(report["checks"])
                 if report["checks"]:  # another session's checks are in it now
                     report["no_checks"] = None
+        said = replaced(path)
         write_json_atomic(Path(path), report)
+    return said
+
+
+def replaced(path: str) -> List[str]:
+    """What writing a new file at `path` does to what is there now."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return []
+    if stat.S_ISLNK(st.st_mode):
+        return [f"{path} was a symlink to {os.path.realpath(path)}; it was replaced by a "
+                f"regular file (a report is never written through a link)"]
+    if stat.S_ISREG(st.st_mode) and not st.st_mode & 0o200:
+        return [f"{path} was read-only (mode {stat.S_IMODE(st.st_mode):o}); it was replaced "
+                f"by a new file (mode 600)"]
+    return []

@@ -20,8 +20,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
+from pytest_compilecache import confinement
+from pytest_compilecache import diskspace
 from pytest_compilecache import files as fs
-from pytest_compilecache import ledger
 from pytest_compilecache import manifest as mf
 from pytest_compilecache import report
 from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
@@ -134,6 +135,8 @@ class CompileCacheSession:
         self._said_dropped = False
         self.results: List[CheckResult] = []
         self.owned_pch_dir: Optional[Path] = None  # made by this controller; removed at the end
+        self.pch_path: Optional[str] = None  # the session's shared precompiled-header dir
+        self.lock_path: Optional[str] = None  # the session's slot-lock dir
         self._commit: Optional[Dict[str, Any]] = None
         self._baseline: Any = None  # baseline.Baseline, built on first use
         self._check_ids: List[str] = []
@@ -149,6 +152,8 @@ class CompileCacheSession:
         self.gone: List[str] = []
         self.interrupted: Optional[Dict[str, str]] = None
         self.no_checks: Optional[str] = None  # why nothing was checked, at the end
+        self.report_problem: Optional[str] = None  # why the report could not be written
+        self.report_said: List[str] = []  # what writing it replaced (a symlink, a mode)
         self.ledger = Ledger(None)  # the controller's gets its results dir in configure
         self.progress = Progress()  # shows nothing until the session starts on a terminal
 
@@ -206,7 +211,7 @@ class CompileCacheSession:
                            for i in session.items if isinstance(i, CheckItem)}
         self._collected_files = {i.nodeid.split("::")[0] for i in session.items}
         if getattr(self.config, "workerinput", None) is not None:  # the controller collects nothing
-            ledger.publish("collected", {"nodeids": self._check_ids})
+            self.ledger.publish("collected", {"nodeids": self._check_ids})
         if self._check_ids:  # what collecting the test modules imported, the phases import
             from pytest_compilecache.forkserver import installed_libraries
 
@@ -241,7 +246,7 @@ class CompileCacheSession:
         whatever happens on this side: an exception here is an `error` naming the
         controller, never a check missing from the report."""
         if getattr(self.config, "workerinput", None) is not None:
-            ledger.publish("started", {"nodeid": item.nodeid})
+            self.ledger.publish("started", {"nodeid": item.nodeid})
         return [self._run_scenario(item, scenario) for scenario in self.scenarios]
 
     def _run_scenario(self, item: CheckItem, scenario: Scenario) -> CheckResult:
@@ -274,6 +279,7 @@ class CompileCacheSession:
         recs: Dict[str, Dict[str, Any]] = {}
         snaps: Dict[str, fs.Snapshot] = {}
         damage: List[str] = []  # the first phase's files changed before the next ran
+        logs: Dict[str, Path] = {}
         result: Optional[CheckResult] = None
         for i, plan in enumerate(scenario.phases):
             phase = plan.name
@@ -306,7 +312,12 @@ class CompileCacheSession:
                 if damage:  # the warm run's crash follows from the damaged cache
                     result.verdict = "fail"
                 break
+            hits = confinement.foreign_hits(rec) if i == 0 or plan.fresh_root else []
+            if hits:  # a phase on an empty root that hit: it was never cold
+                result = error_result(item.nodeid, phase, confinement.not_cold(hits), "", timings)
+                break
             recs[phase] = rec
+            logs[phase] = where.phases / f"{phase}.log"
             snaps[phase] = fs.snapshot(where.watched)
             if not scenario.goes_on(rec):
                 break
@@ -315,10 +326,16 @@ class CompileCacheSession:
                 damage = fs.damaged(snaps[phase], fs.snapshot(root.watched))
         if result is None:
             result = scenario.judge(item.nodeid, recs, snaps, timings, root.triton)
+            _blame_full_disk(result, recs, logs)
         result.via = scenario.via
         if "cold" in recs and scenario.records_keys:
             entry = mf.check_entry(recs["cold"].get("cache") or {}, result.verdict)
-            self._store_entry(item.nodeid, recs["cold"], entry, result)
+            try:
+                self._store_entry(item.nodeid, recs["cold"], entry, result)
+            except OSError as e:  # a full store: this check errors, naming it; the session goes on
+                result.problems.insert(0, diskspace.write_problem(
+                    "the key manifest", self.store_path, e) + f" (the check itself: {result.verdict})")
+                result.verdict = "error"
             if s.repeat:
                 self._repeat(item, entry, result, timings)
             if s.baseline:
@@ -354,7 +371,7 @@ class CompileCacheSession:
         result.location = self._locations.get(result.nodeid, {})
         self.results.append(result)
         if getattr(self.config, "workerinput", None) is not None:
-            ledger.publish("result", result.to_json())
+            self.ledger.publish("result", result.to_json())
 
     # -- manifests, baseline, repeat ---------------------------------------------------
     @functools.cached_property
@@ -446,8 +463,10 @@ class CompileCacheSession:
         cwd.mkdir(mode=0o700)
         try:
             rec, failure = self._run_phase(item, root, "repeat", timings, cwd=cwd)
-            if failure is not None:
-                result.problems.append(f"repeat cold run: {failure.error}")
+            hits = confinement.foreign_hits(rec) if failure is None else []
+            if failure is not None or hits:
+                result.problems.append(f"repeat cold run: {failure.error}" if failure is not None
+                                       else "repeat cold run " + confinement.not_cold(hits))
                 return
             again = mf.check_entry(rec.get("cache") or {}, result.verdict)
             cmp = mf.compare_check(entry, again)
@@ -470,6 +489,9 @@ class CompileCacheSession:
                    ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
         """One child; `tree` runs it in the baseline's worktree, `cwd` elsewhere;
         `env_extra`: what the warm-start path sets (TORCH_CACHING_PRECOMPILE=1)."""
+        tampered = root.tampered()
+        if tampered:  # someone else's directory in its place: run nothing from it
+            return {}, error_result(item.nodeid, phase, f"was not run: {tampered}", "", timings)
         out = root.phases / f"{phase}.json"
         spec = {"phase": phase, "nodeid": item.nodeid, "out": str(out),
                 "device": self.settings.device, "seed": 0,
@@ -479,7 +501,6 @@ class CompileCacheSession:
                 "launcher_pid": os.getpid(), **(extra or {})}
         job, spec["job_id_source"] = resolve_job_id(self.settings.job_id, item.nodeid, os.environ)
         spec_path = root.phases / f"{phase}-spec.json"
-        spec_path.write_text(json.dumps(spec))
         env = phase_env(os.environ, root, self.settings.threads, spec_path, job)
         env.update(env_extra or {})
         invocation = Path(self.config.invocation_params.dir)
@@ -493,6 +514,9 @@ class CompileCacheSession:
         elif cwd is not None:  # `python -m pytest` had the invocation dir on sys.path
             env["PYTHONPATH"] = os.pathsep.join(
                 [str(invocation)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        # what the child keeps private whatever the test's code does (confinement.py)
+        spec["root"], spec["private"] = str(root.path), confinement.private_settings(env)
+        spec_path.write_text(json.dumps(spec))
         try:
             with self._lease(item.nodeid, phase, env, spec, spec_path) as lease, \
                     self.progress.step(f"{phase} phase" + (" (in the baseline's worktree)"
@@ -532,6 +556,11 @@ class CompileCacheSession:
             why = (f"timed out after {self.settings.timeout:.0f} s and was killed with its "
                    f"process group (raise --compile-cache-timeout)")
             return rec, error_result(item.nodeid, phase, why, launched.tail(), timings)
+        if not rec or rec.get("error"):  # a full disk is named before anything it caused
+            full = diskspace.out_of_space(phase, root.path, root.phases / f"{phase}.log",
+                                          (rec.get("error") or "") + "\n" + launched.tail())
+            if full:
+                return rec, error_result(item.nodeid, phase, full, launched.tail(), timings)
         if not rec:
             code = launched.returncode
             if code == -signal.SIGKILL:
@@ -540,6 +569,11 @@ class CompileCacheSession:
             else:
                 why = f"crashed or exited early (exit code {code}) without a result ({memory})"
             return rec, error_result(item.nodeid, phase, why, launched.tail(), timings)
+        self._launch_notes.extend(n for n in rec.get("reclaimed") or []
+                                  if n not in self._launch_notes)
+        if rec.get("escaped"):
+            return rec, error_result(item.nodeid, phase, confinement.escaped(rec["escaped"]), "",
+                                     timings)
         if rec.get("error"):
             text = rec["error"].rstrip()
             oom = next((m for m in _OUT_OF_MEMORY if m in text or m in launched.tail()), None)
@@ -559,7 +593,8 @@ class CompileCacheSession:
                 devices = gpus.parse_gpus(s.gpus) or gpus.visible_gpus()
             slots = (gpus.slots_for(devices, s.jobs_per_gpu) if devices
                      else gpus.cpu_slots(os.cpu_count() or 1, s.threads))
-            self._pool = gpus.SlotPool(Path(lock_dir(s.lock_dir)), slots, s.lease_timeout,
+            self._pool = gpus.SlotPool(Path(self.lock_path or lock_dir(s.lock_dir)), slots,
+                                       s.lease_timeout,
                                        say=lambda m: print(f"pytest-compilecache: {m}",
                                                            file=sys.stderr, flush=True))
         return self._pool
@@ -594,16 +629,37 @@ class CompileCacheSession:
             yield lease
 
     def _pch_dir(self) -> Path:
-        """The controller's shared precompiled-header dir (xdist workers inherit it)."""
-        return Path(os.environ.get(PCH_DIR_ENV) or self.open_pch_dir())
+        """The controller's shared precompiled-header dir (xdist workers are handed it)."""
+        return Path(self.pch_path or self.open_pch_dir())
 
     def open_pch_dir(self) -> Path:
         """Made by the controller before xdist starts its workers, removed by it at the
-        end: a worker that a SIGTERM ends early leaves nothing behind."""
-        if not os.environ.get(PCH_DIR_ENV):
+        end: a worker that a SIGTERM ends early leaves nothing behind. The environment
+        carries it to recording sessions; this process keeps its own copy of the path
+        (a test may clear the environment)."""
+        if self.pch_path is None:
+            self.pch_path = os.environ.get(PCH_DIR_ENV)
+        if self.pch_path is None:
             self.owned_pch_dir = CacheRoot.create("shared-pch", self.settings.root).path
-            os.environ[PCH_DIR_ENV] = str(self.owned_pch_dir)
-        return Path(os.environ[PCH_DIR_ENV])
+            self.pch_path = str(self.owned_pch_dir)
+        os.environ[PCH_DIR_ENV] = self.pch_path
+        return Path(self.pch_path)
+
+    # -- xdist: what a worker is handed, not read from its environment ---------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["compilecache_dirs"] = {
+            "results": self.ledger.results_dir, "locks": self.lock_path, "pch": self.pch_path}
+
+    def adopt_dirs(self, workerinput: Dict[str, Any]) -> None:
+        """In an xdist worker: the controller's results, lock and header dirs."""
+        from pytest_compilecache.gpus import LOCK_DIR_ENV
+        from pytest_compilecache.ledger import RESULTS_DIR_ENV
+
+        dirs = workerinput.get("compilecache_dirs") or {}
+        self.ledger = Ledger(dirs.get("results") or os.environ.get(RESULTS_DIR_ENV))
+        self.lock_path = dirs.get("locks") or os.environ.get(LOCK_DIR_ENV)
+        self.pch_path = dirs.get("pch") or os.environ.get(PCH_DIR_ENV)
 
     def _child_argv(self, item: CheckItem, root: CacheRoot, phase: str,
                     tree: Optional[Path] = None) -> List[str]:
@@ -677,7 +733,12 @@ class CompileCacheSession:
             data["rootdir"] = str(self.config.rootpath)
             if self._baseline is not None:
                 data["baseline"] = self._baseline.describe()
-            report.write_report(self.settings.report, data, since=self.started)
+            try:
+                self.report_said = report.write_report(self.settings.report, data,
+                                                       since=self.started)
+            except OSError as e:  # the verdicts still reach the terminal summary
+                self.report_problem = diskspace.write_problem("the JSON report",
+                                                              self.settings.report, e)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed:
@@ -690,6 +751,9 @@ class CompileCacheSession:
             terminalreporter.write_sep("=", "compile-cache: no check ran", yellow=True, bold=True)
             terminalreporter.write_line(self.no_checks, yellow=True)
         if not self.results:
+            if self.report_problem:
+                terminalreporter.write_line(f"report NOT written: {self.report_problem}",
+                                            red=True, bold=True)
             return
         terminalreporter.write_sep("=", "compile-cache summary")
         for line in report.summary_lines(self.results):
@@ -704,14 +768,40 @@ class CompileCacheSession:
             terminalreporter.write_line(f"{len(kept)} cache root(s) kept for inspection; "
                                         f"`pytest-compilecache clean{where}` removes them "
                                         f"once they are an hour old (--min-age 0: now)")
-        if self.settings.report:
+        if self.report_problem:
+            terminalreporter.write_line(f"report NOT written: {self.report_problem}", red=True,
+                                        bold=True)
+        elif self.settings.report:
             terminalreporter.write_line(f"report written to {self.settings.report}")
+            for line in self.report_said:
+                terminalreporter.write_line(f"  note: {line}", yellow=True)
 
 
 NO_CHECKS = ("--compile-cache-check selected no check: no collected test carries the "
              "compile_cache marker (mark a test or its module with "
              "@pytest.mark.compile_cache, in the file or in a conftest's "
              "pytest_collection_modifyitems; -k, -m and --compile-cache-shard can leave none)")
+
+
+def _blame_full_disk(result: CheckResult, recs: Dict[str, Dict[str, Any]],
+                     logs: Dict[str, Path]) -> None:
+    """A check that did not pass because a phase could not save its caches (a disk
+    briefly full: torch logs the write error and goes on, and the next phase rebuilds
+    what is missing) is an `error` naming that, not a miss of the model's."""
+    if result.verdict in OK_VERDICTS:
+        return
+    for phase, log in logs.items():
+        lines = diskspace.full_lines(log)
+        errors = ((recs[phase].get("cache") or {}).get("counters") or {}).get(
+            "inductor", {}).get("fxgraph_cache_write_error", 0)
+        if lines or errors:
+            said = lines[0] if lines else f"torch counted {errors} FX graph write error(s)"
+            result.problems.insert(0, (
+                f"the {phase} phase could not save all of its caches ({said}; log: {log}): a "
+                f"full disk or a write the filesystem refused, an environment problem, not the "
+                f"model; what follows is its consequence, not a verdict on the model"))
+            result.verdict = "error"
+            return
 
 
 def _deselect(config: pytest.Config, items: List[pytest.Item], keep: Any) -> None:

@@ -1,0 +1,159 @@
+"""Did a phase's caches stay inside its private root?
+
+The phase's environment points torch and Triton at the check's root, but the user's
+code runs after that: a conftest that shares a team cache
+(`os.environ["TORCHINDUCTOR_CACHE_DIR"] = "/srv/team-cache"`), a module that clears
+the environment, a body that turns a remote cache on. torch reads these settings
+when it compiles, not when it starts, so a "cold" run may read someone's entries and
+pass for cold. So, in the phase child:
+
+- before the workload, the private settings the test's code changed are put back
+  (the check shows the warm start production gets, with private caches: only the
+  cache settings are the plugin's) and the change is said in a note;
+- after the workload, and again when the phase ends, torch's and Triton's own answer
+  to "where is your cache" must lie inside the root, else the phase is an error that
+  names the setting and where it pointed.
+
+In the controller, a phase that started on an empty root and still hit a cache layer
+is a finding too, whatever moved it (`foreign_hits`). No pytest; torch only through
+what the child has imported.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import Any, Dict, List, Mapping, MutableMapping, Tuple
+
+# what the plugin sets per phase, in the order it is said
+DIR_SETTINGS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR")
+REMOTE_SETTINGS = (
+    "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE", "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE",
+    "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE", "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE",
+    "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO",
+)
+FIX = ("to share a cache in your own runs and keep the check's private one, set it with "
+       "os.environ.setdefault(...) (the check sets it first)")
+
+
+def private_settings(env: Mapping[str, str]) -> Dict[str, str]:
+    """The cache settings of a phase's environment that the child must keep: its dirs
+    and, where the plugin turned them off, the remote caches."""
+    return {k: env[k] for k in (*DIR_SETTINGS, *REMOTE_SETTINGS) if k in env}
+
+
+def reclaim(expected: Mapping[str, str], environ: MutableMapping[str, str] = os.environ
+            ) -> List[str]:
+    """Put back the private settings the test's code changed since the phase started;
+    a line saying what was changed, for the check's notes (none when nothing was)."""
+    changed = []
+    for name, value in expected.items():
+        now = environ.get(name)
+        if now == value:
+            continue
+        environ[name] = value
+        changed.append(f"{name} {'set to ' + repr(now) if now is not None else 'removed'}")
+    if not changed:
+        return []
+    if "TMPDIR" in expected:
+        tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    cleared = " (the environment was cleared?)" if any(c.endswith("removed") for c in changed) \
+        else ""
+    return [f"the test's code changed the check's private cache settings{cleared}: "
+            + ", ".join(changed) + f"; the check put its own back for the workload ({FIX})"]
+
+
+def _inside(path: str, root: str) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def cache_dirs() -> Dict[str, str]:
+    """Where torch and Triton put their caches now, by their own functions (an answer
+    only for what this process has imported)."""
+    found: Dict[str, str] = {}
+    utils = (sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+             or sys.modules.get("torch._inductor.runtime.runtime_utils"))
+    if utils is not None:
+        env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        try:  # cache_dir() itself would create the directory and set the variable
+            found["inductor"] = os.path.abspath(env) if env else utils.default_cache_dir()
+        except Exception:
+            pass
+    triton = sys.modules.get("triton")
+    if triton is not None:
+        try:
+            knobs = getattr(triton, "knobs", None)
+            if knobs is not None:
+                found["triton"] = str(knobs.cache.dir)
+            else:
+                from triton.runtime.cache import default_cache_dir  # type: ignore
+
+                found["triton"] = str(default_cache_dir())
+        except Exception:
+            pass
+    found["tmp"] = tempfile.gettempdir()
+    return found
+
+
+_WHAT = {"inductor": ("TORCHINDUCTOR_CACHE_DIR", "Inductor's caches (FX graphs, AOTAutograd, "
+                      "PGO profiles, kernels, autotune results)"),
+         "triton": ("TRITON_CACHE_DIR", "Triton's kernel cache"),
+         "tmp": ("TMPDIR", "the temp dir (precompiled headers, some cache files)")}
+
+
+def escapes(root: str, expected: Mapping[str, str], when: str) -> List[Tuple[str, str]]:
+    """(dir, line) per cache directory outside `root`, the line naming the setting
+    that moved it."""
+    out = []
+    for label, path in cache_dirs().items():
+        if _inside(path, root):
+            continue
+        var, what = _WHAT[label]
+        now = os.environ.get(var)
+        if now is None:
+            how = f"{var} is unset (the test's code removed it or cleared the environment), " \
+                  f"so torch fell back to its default"
+        elif now != expected.get(var):
+            how = f"{var}={now!r} (set by the test's code)"
+        else:
+            how = f"{var} still names the private dir, but the test's code moved it in code" \
+                  + (" (triton.knobs.cache.dir)" if label == "triton" else "")
+        out.append((label, f"{what} were at {path}, outside the check's private root {root}, {when}: "
+                   f"{how}"))
+    return out
+
+
+def foreign_hits(rec: Dict[str, Any]) -> List[str]:
+    """A phase that started on an empty root hit these: FX/AOTAutograd entries it did
+    not write itself earlier in the phase, a PGO profile read before it wrote any."""
+    cache = rec.get("cache") or {}
+    graphs = cache.get("graphs") or {}
+    out = []
+    for layer in ("fx_graph", "aot_autograd"):
+        written = {e.get("key") for g in graphs.values() for e in g.get(layer) or []
+                   if e.get("state") == "miss"}
+        foreign = sorted({str(e.get("key")) for g in graphs.values() for e in g.get(layer) or []
+                          if e.get("state") == "hit" and e.get("key") not in written})
+        if foreign:
+            out.append(f"{layer} hit {len(foreign)} entr(ies) this process never wrote: "
+                       + ", ".join(k[:16] for k in foreign[:3]))
+    resets = (cache.get("dynamo") or {}).get("resets") or 0
+    read = sum((g.get("pgo") or {}).get("read", 0) for g in graphs.values())
+    if read and not resets:
+        out.append(f"dynamo_pgo read {read} profile(s) before writing any")
+    return out
+
+
+def not_cold(hits: List[str]) -> str:
+    """The error of a phase that began on an empty cache root and hit a layer."""
+    return ("was not cold: it began on an empty private cache root and still loaded cache "
+            "entries (" + "; ".join(hits) + "): its caches were not private (a setting the "
+            "test's code changed: a cache dir, a remote cache turned on in code), so this "
+            "check cannot tell a cold start from a warm one")
+
+
+def escaped(lines: List[str]) -> str:
+    """The error of a phase whose caches were outside its root."""
+    return ("kept its caches outside the check's private root, so its cold and warm runs "
+            "were not the check's own: " + "; ".join(lines) + f"; {FIX}")
