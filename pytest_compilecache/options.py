@@ -314,7 +314,7 @@ class Settings:
         here = str(getattr(getattr(config, "invocation_params", None), "dir", "") or os.getcwd())
         for dest in ("root", "report", "lock_dir", "shard_times"):
             if values.get(dest):
-                values[dest] = os.path.join(here, os.path.expanduser(values[dest]))
+                values[dest] = os.path.normpath(os.path.join(here, os.path.expanduser(values[dest])))
         for name, _ in _FLAGS:
             dest = name.replace("-", "_")
             values[dest] = _flag(config, dest)
