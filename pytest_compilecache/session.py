@@ -312,7 +312,9 @@ class CompileCacheSession:
                 if damage:  # the warm run's crash follows from the damaged cache
                     result.verdict = "fail"
                 break
-            hits = confinement.foreign_hits(rec) if i == 0 or plan.fresh_root else []
+            # the first phase, or one on a fresh root that loads no artifact, starts cold
+            cold = i == 0 or (plan.fresh_root and plan.artifact != "load")
+            hits = confinement.foreign_hits(rec) if cold else []
             if hits:  # a phase on an empty root that hit: it was never cold
                 result = error_result(item.nodeid, phase, confinement.not_cold(hits), "", timings)
                 break
