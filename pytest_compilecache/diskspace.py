@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 from typing import List, Optional
 
@@ -16,6 +17,8 @@ FULL_ERRNOS = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 # how a full disk reads in a phase's output (Python's strerror, torch's cache warnings)
 FULL_TEXT = ("No space left on device", "Disk quota exceeded", "[Errno 28]")
 MIN_FREE = 1 << 20  # below this the session's files (reports, manifests, logs) do not fit
+# torch's log prefix: "W1125 00:13:57.700000 7699 torch/_inductor/codecache.py:2193] [0/0] "
+_GLOG = re.compile(r"^[DIWEF]\d{4} [\d:.]+ \d+ \S+\] (\[[^\]]*\] )?")
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -73,7 +76,7 @@ def full_lines(log: Path, limit: int = 64 << 20, keep: int = 3) -> List[str]:
                 lines = (rest + chunk).split(b"\n")
                 rest = lines.pop()[-4096:]
                 for raw in lines:
-                    line = raw.decode(errors="replace").strip()
+                    line = _GLOG.sub("", raw.decode(errors="replace").strip())
                     if any(t in line for t in FULL_TEXT) and line[:300] not in found:
                         found.append(line[:300])
                         if len(found) >= keep:

@@ -51,6 +51,9 @@ def failure_lines(r: CheckResult) -> List[str]:
     where = ", ".join(x for x in (r.device_name or r.device, _torch(r)) if x)
     lines = [f"compile-cache check {r.verdict.upper()}: {r.label}" + (f" ({where})" if where else "")]
     other = [p for p in r.problems if p.split(":")[0] not in LAYERS]
+    if r.verdict == "error" and other and not r.error:  # the cause (a full disk) before the table
+        lines += ["", *[f"  {p}" for p in other]]
+        other = []
     if r.error:
         if other:  # the cause first (a damaged cache), then the failure it led to
             lines += ["", *[f"  {p}" for p in other], "", "  which led to:"]
