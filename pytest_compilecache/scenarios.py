@@ -357,6 +357,16 @@ class RemoteCaches(ArtifactPath):
         if self.server is not None:
             self.server.close()
 
+    def failed(self, phase: str, rec: Dict[str, Any], result: CheckResult) -> CheckResult:
+        result = super().failed(phase, rec, result)
+        if "was not cold" in (result.error or "") and self.server is not None \
+                and not self.server.owned:
+            result.error = (result.error or "") + (
+                f"; here the likely source is your Redis server at {self.address}: it holds "
+                f"entries of earlier runs (the check empties only a server of its own: leave "
+                f"--compile-cache-redis out)")
+        return result
+
     def carried(self, cold_art: Dict[str, Any], loaded: fs.Snapshot) -> str:
         puts = ", ".join(f"{n} {v.get('put', 0)}" for n, v in (cold_art.get("remote") or {}).items()
                          if v.get("put") and n in self.LAYER_OF)

@@ -316,7 +316,8 @@ class CompileCacheSession:
             cold = i == 0 or (plan.fresh_root and plan.artifact != "load")
             hits = confinement.foreign_hits(rec) if cold else []
             if hits:  # a phase on an empty root that hit: it was never cold
-                result = error_result(item.nodeid, phase, confinement.not_cold(hits), "", timings)
+                result = scenario.failed(phase, rec, error_result(
+                    item.nodeid, phase, confinement.not_cold(hits), "", timings))
                 break
             recs[phase] = rec
             logs[phase] = where.phases / f"{phase}.log"

@@ -128,3 +128,24 @@ def test_without_a_server_the_remote_path_is_a_usage_error(
     result = pytester.runpytest_subprocess("--compile-cache-check", "--compile-cache-via=remote")
     result.stderr.fnmatch_lines(["*no redis-server on PATH*apt-get install redis-server*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_cold_run_your_server_warmed_is_not_cold(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A server of the user's keeps the entries of earlier runs: the second session's
+    cold process hits them. It passed before (a note said the server 'may have warmed
+    the cold run'); a cold run that hits is never a pass (issue 30)."""
+    server = RedisServer.start()
+    try:
+        runs = [run_repo(tmp_path_factory.mktemp(f"warmed{i}"), {"test_remote.py": _tests(7)},
+                         "--compile-cache-via=remote", f"--compile-cache-redis={server.address}",
+                         "--compile-cache-store=none") for i in range(2)]
+    finally:
+        server.close()
+    assert _check(runs[0], "test_linear7")["verdict"] == "pass", runs[0].out[-3000:]
+    c = _check(runs[1], "test_linear7")
+    assert c["verdict"] == "error", runs[1].out[-3000:]
+    assert c["error"].startswith("cold phase was not cold: it began on an empty private cache "
+                                 "root and still loaded cache entries (fx_graph hit 1 entr(ies) "
+                                 "this process never wrote"), c["error"]
+    assert f"your Redis server at {server.address}: it holds entries of earlier runs" in c["error"]
