@@ -47,7 +47,7 @@ def write_outputs(values: Dict[str, str]) -> None:
     path = os.environ.get("GITHUB_OUTPUT")
     lines = gha.output_lines(values)
     if path:
-        with open(path, "a", encoding="utf-8") as f:
+        with open(path, "a", encoding="utf-8", errors="backslashreplace") as f:
             f.write("\n".join(lines) + "\n")
     else:
         print("\n".join(lines))
@@ -56,7 +56,7 @@ def write_outputs(values: Dict[str, str]) -> None:
 def append_summary(text: str) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if path:
-        with open(path, "a", encoding="utf-8") as f:
+        with open(path, "a", encoding="utf-8", errors="backslashreplace") as f:
             f.write(text)
 
 
@@ -187,8 +187,9 @@ def run() -> int:
         print(line, flush=True)
     keep_for_upload(report, out_dir)
     summary, annotated = out_dir / "compilecache-summary.md", out_dir / "compilecache-annotations.txt"
-    summary.write_text(text, encoding="utf-8")
-    annotated.write_text("".join(f"{line}\n" for line in notes), encoding="utf-8")
+    summary.write_text(text, encoding="utf-8", errors="backslashreplace")
+    annotated.write_text("".join(f"{line}\n" for line in notes), encoding="utf-8",
+                         errors="backslashreplace")
     append_summary(text)
     values["summary-path"], values["annotations-path"] = str(summary), str(annotated)
     values["pytest-exit"] = str(rc)
@@ -279,6 +280,9 @@ def conclude() -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from pytest_compilecache.cli import safe_output
+
+    safe_output()  # a node id with undecodable bytes is printed escaped, never a crash
     args = list(sys.argv[1:] if argv is None else argv)
     steps = {"detect": detect, "run": run, "conclude": conclude}
     if len(args) != 1 or args[0] not in steps:

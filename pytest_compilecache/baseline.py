@@ -88,6 +88,9 @@ class Baseline:
         return self._tree / self.rel_rootdir
 
     def manifest(self, env: Dict[str, Any], nodeids: Sequence[str]) -> Optional[Dict[str, Any]]:
+        """REF's manifest holding `nodeids` (recorded if missing), or None. A stored one
+        that is unusable raises manifest.BadManifest, whose text names the file and the
+        repair: the session makes it the check's problem, never a crash in comparing."""
         env_id = mf.environment_id(env)
         sha = self.commit["sha"]
         # a check new at REF never appears there: record each node id at most once
@@ -98,19 +101,19 @@ class Baseline:
 
         if has_all(self._loaded.get(env_id)):  # read once, not once per check
             return self._loaded[env_id]
-        found: Optional[Dict[str, Any]] = self.store.load(env_id, sha)
+        found: Optional[Dict[str, Any]] = self.store.read(env_id, sha)
         if found is not None and has_all(found):
             self._loaded[env_id] = found
             return found
         with self.store.lock(f"record-{env_id}-{sha}"):
-            found = self.store.load(env_id, sha)
+            found = self.store.read(env_id, sha)
             missing = [n for n in wanted if found is None or n not in found["checks"]]
             if missing:
                 self._attempted.update(missing)
                 started = time.monotonic()
                 self._record(missing)
                 self.record_s += time.monotonic() - started
-                found = self.store.load(env_id, sha)
+                found = self.store.read(env_id, sha)
         if found is not None:
             self._loaded[env_id] = found
         return found

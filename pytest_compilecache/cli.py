@@ -27,13 +27,18 @@ class CliError(Exception):
 
 def _load(path: str) -> Dict[str, Any]:
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, ValueError) as e:
-        raise CliError(f"cannot read {path}: {e}") from None
+    except (OSError, ValueError) as e:  # ValueError: truncated JSON, undecodable bytes
+        stored = Path(path).parent.parent.name == "manifests"  # a file of a store
+        raise CliError(f"cannot read {path}: {e}" + (f"; {mf.repair_hint(path)}" if stored
+                                                       else "")) from None
     if mf.is_manifest(data):
         why = mf.problem(data)
-    elif isinstance(data, dict) and data.get("schema") == report.SCHEMA:
+        if why:
+            raise CliError(str(mf.BadManifest(path, why, newer=mf.newer_schema(data))))
+        return data
+    if isinstance(data, dict) and data.get("schema") == report.SCHEMA:
         why = report.problem(data)
     else:
         why = "neither a pytest-compilecache report nor a key manifest"
@@ -42,21 +47,35 @@ def _load(path: str) -> Dict[str, Any]:
     return data
 
 
-def as_manifest(data: Dict[str, Any]) -> Dict[str, Any]:
-    """A report's cold keys in manifest form, so any two files can be diffed."""
+def as_manifest(data: Dict[str, Any], path: str = "the report") -> Dict[str, Any]:
+    """A report's cold keys in manifest form, so any two files can be diffed. The rows
+    a report's checks hold are checked as a manifest's would be: a malformed one is an
+    error naming the file (exit 2), never a traceback or a drift."""
     if mf.is_manifest(data):
         return data
     out = mf.new_manifest(data.get("commit") or {}, {})
-    for c in data.get("checks", []):
+    for i, c in enumerate(data.get("checks", [])):
         if c.get("via", "local") != "local":  # keys are the local path's cold run's
             continue
+        rows = c.get("graphs") or []
+        if not isinstance(rows, list):
+            raise CliError(f"{path}: checks[{i}].graphs: not a list of graph records")
         cache: Dict[str, Any] = {"graphs": {}}
-        for row in c.get("graphs", []):
-            if row.get("phase") == "cold":
-                cache["graphs"].setdefault(row["compile_id"], {}).setdefault(
-                    row["layer"], []).append(row)
+        for j, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise CliError(f"{path}: checks[{i}].graphs[{j}]: not a graph record")
+            if row.get("phase") != "cold":
+                continue
+            if not isinstance(row.get("compile_id"), str) or not isinstance(row.get("layer"), str):
+                raise CliError(f"{path}: checks[{i}].graphs[{j}]: a cold graph record "
+                               f"without a compile id and a cache layer")
+            cache["graphs"].setdefault(row["compile_id"], {}).setdefault(
+                row["layer"], []).append(row)
         out["checks"][c["nodeid"]] = mf.check_entry(cache, c.get("verdict", "?"))
         out["environment"] = out["environment"] or mf.environment_of(c)
+    why = mf.problem(out)
+    if why:
+        raise CliError(f"{path}: its cold keys are malformed: {why}")
     return out
 
 
@@ -108,7 +127,7 @@ def print_diff(base: Dict[str, Any], head: Dict[str, Any], nodeids: Optional[Seq
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    base, head = as_manifest(_load(args.a)), as_manifest(_load(args.b))
+    base, head = as_manifest(_load(args.a), args.a), as_manifest(_load(args.b), args.b)
     return EXIT_DIFFERENT if print_diff(base, head, args.check or None) else EXIT_OK
 
 
@@ -143,7 +162,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         recorded into a store of its own: the shared one also holds earlier sessions'
         checks, which these arguments may not select)."""
         sha = commit["sha"]
-        found = store.load(env_id, sha)
+        found = store.read(env_id, sha)
         if found is not None and targets is not None and all(t in found["checks"] for t in targets):
             return found
         into = store if targets is not None else ManifestStore(logdir / "selected")
@@ -154,7 +173,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             rc = record(tree, pytest_args, into.root, options, log, select=targets,
                         cwd=tree / rel_cwd)
         recorded.append(sha)
-        found = into.load(env_id, sha)
+        found = into.read(env_id, sha)
         if into is not store and found is not None:  # kept for later bisects and diffs
             store.merge(found["commit"], found["environment"], found["checks"])
         missing = [t for t in targets or [] if found is None or t not in found["checks"]]
@@ -169,9 +188,14 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     print(f"bisecting {len(commits)} commit(s) after {good['short']} up to {args.bad}")
     try:
         return _bisect(good, commits, args.bad, manifest_at, store.root, recorded)
-    except Unrecordable as e:
+    except (Unrecordable, mf.BadManifest) as e:  # BadManifest: names the file, the repair
         print(f"pytest-compilecache bisect: {e}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        if not any(logdir.glob("*.log")):  # nothing recorded: no log to point to
+            import shutil
+
+            shutil.rmtree(logdir, ignore_errors=True)
 
 
 class Unrecordable(Exception):
@@ -287,11 +311,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def safe_output() -> None:
+    """Text the files hold but UTF-8 cannot encode (a node id with a lone surrogate: how
+    Python decodes a file name's undecodable bytes) is written as a backslash escape on
+    stdout and stderr: never a UnicodeEncodeError, never invalid UTF-8 in a job summary."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a stream that cannot be reconfigured: as it is
+                pass
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    safe_output()
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except CliError as e:
+    except (CliError, mf.BadManifest) as e:
         print(f"pytest-compilecache {args.command}: {e}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:

@@ -82,16 +82,94 @@ def is_manifest(data: Any) -> bool:
 
 
 def problem(data: Any) -> Optional[str]:
-    """Why `data` is not a manifest this version can read, or None."""
+    """Why `data` is not a manifest this version can read, or None. Every level that
+    comparison and rendering later read is checked here, once: a file of the right schema
+    but the wrong shape (a hand edit, a bad merge) must be refused with the JSON path of
+    what is wrong, not fail deep inside a drift comparison."""
     if not is_manifest(data):
         return "not a pytest-compilecache key manifest"
     version = data.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if newer_schema(data):
         return (f"written by a newer pytest-compilecache (manifest schema_version {version!r}, "
                 f"this one reads {SCHEMA_VERSION}): upgrade pytest-compilecache")
-    if not isinstance(data.get("checks"), dict):
-        return "'checks' is not a mapping of node ids to entries"
+    for name in ("commit", "environment"):
+        if not isinstance(data.get(name), dict):
+            return f"{name}: {_not('an object', data.get(name))}"
+    for name in ("sha", "short", "subject"):
+        value = data["commit"].get(name)
+        if value is not None and not isinstance(value, str):
+            return f"commit.{name}: {_not('a string', value)}"
+    checks = data.get("checks")
+    if not isinstance(checks, dict):
+        return f"checks: {_not('an object of node ids to entries', checks)}"
+    for nodeid, entry in checks.items():
+        where = f"checks[{_key(nodeid)}]"
+        if not isinstance(entry, dict):
+            return f"{where}: {_not('an object', entry)}"
+        graphs = entry.get("graphs")
+        if graphs is None:
+            continue
+        if not isinstance(graphs, dict):
+            return f"{where}.graphs: {_not('an object of graph ids to keys', graphs)}"
+        for gid, g in graphs.items():
+            why = _graph_problem(g)
+            if why:
+                return f"{where}.graphs[{_key(gid)}]{why}"
     return None
+
+
+def newer_schema(data: Any) -> bool:
+    """A manifest a newer version wrote: its repair is an upgrade, not a deletion."""
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    return not isinstance(version, int) or version > SCHEMA_VERSION
+
+
+def _graph_problem(g: Any) -> Optional[str]:
+    """What is wrong in one graph's record (a suffix to its JSON path), or None."""
+    if not isinstance(g, dict):
+        return f": {_not('an object', g)}"
+    for name in ("layer", "key", "state", "bypass_reason"):
+        if g.get(name) is not None and not isinstance(g[name], str):
+            return f".{name}: {_not('a string', g[name])}"
+    comps = g.get("components")
+    if comps is None:
+        return None
+    if not isinstance(comps, list):
+        return f".components: {_not('a list', comps)}"
+    for i, c in enumerate(comps):
+        if not (isinstance(c, list) and len(c) == 3 and isinstance(c[0], str)
+                and all(x is None or isinstance(x, str) for x in c[1:])):
+            return f".components[{i}]: {_not('[name, hash, value] strings', c)}"
+    return None
+
+
+def _key(name: str) -> str:
+    """A JSON object key as it appears in a path: quoted, escaped (one printable line)."""
+    return json.dumps(name)
+
+
+def _not(wanted: str, value: Any) -> str:
+    got = json.dumps(value)
+    return f"not {wanted} but {got if len(got) <= 60 else got[:57] + '...'}"
+
+
+class BadManifest(ValueError):
+    """A stored manifest that is there but unusable: names the file, what is wrong with
+    it and the repair, in one line (a check's problem, or the CLI's error)."""
+
+    def __init__(self, path: Any, why: str, newer: bool = False) -> None:
+        self.path, self.why, self.newer = str(path), why, newer
+        super().__init__(f"the key manifest {path} is unusable: {why}"
+                         + ("" if newer else f"; {repair_hint(path)}"))
+
+    def __reduce__(self) -> Any:  # picklable, as exceptions crossing processes must be
+        return (type(self), (self.path, self.why, self.newer))
+
+
+def repair_hint(path: Any) -> str:
+    return (f"delete {path} and re-record it: run the checks at that commit with "
+            f"--compile-cache-check (or run --compile-cache-baseline=<that commit>, or "
+            f"`pytest-compilecache bisect`, which record a missing manifest in a worktree)")
 
 
 # -- comparison ------------------------------------------------------------------------

@@ -41,6 +41,12 @@ def overall_verdict(data: Dict[str, Any]) -> str:
     return "pass"
 
 
+def safe_text(text: str) -> str:
+    """`text` with each lone surrogate (undecodable bytes of a file name in a node id) as
+    a backslash escape: valid UTF-8 to write, and its byte size measurable."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _escape(text: str) -> str:
     """A table cell: pipes would end the cell, newlines the row."""
     return text.replace("|", "\\|").replace("\n", " ")
@@ -179,7 +185,7 @@ def failure_section(r: CheckResult, data: Dict[str, Any], max_lines: int = FAILU
 
 def render(data: Dict[str, Any], budget: int = SUMMARY_BUDGET_BYTES,
            artifact: Optional[str] = None) -> str:
-    """The whole summary, at most `budget` bytes of UTF-8."""
+    """The whole summary, at most `budget` bytes of UTF-8 (valid: see safe_text)."""
     results = [CheckResult.from_json(c) for c in data.get("checks", [])]
     failing = [r for r in results if r.verdict not in OK_VERDICTS]
     where = f"the artifact {artifact}" if artifact else "the JSON report"
@@ -213,7 +219,7 @@ def render(data: Dict[str, Any], budget: int = SUMMARY_BUDGET_BYTES,
         if dropped:
             parts.append(f"_Left out to stay under GitHub's {SUMMARY_LIMIT_BYTES // 1024} KiB "
                          f"summary limit: {'; '.join(dropped)}; see {where}._")
-        text = "\n\n".join(parts) + "\n"
+        text = safe_text("\n\n".join(parts) + "\n")
         if len(text.encode()) <= budget:
             return text
     return text.encode()[:budget].decode(errors="ignore")  # header alone is over: cut (rare)

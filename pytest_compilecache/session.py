@@ -407,13 +407,12 @@ class CompileCacheSession:
         store = ManifestStore(self.store_path)
         self.manifest_paths.add(store.merge(self.commit(), mf.environment_of(cold), {nodeid: entry}))
         for damaged in store.replaced_damaged:
+            why = store.damage.get(damaged, "damaged, or of a newer schema")
             print(f"pytest-compilecache: warning: the stored key manifest {damaged} was "
-                  f"unreadable (damaged, or of a newer schema) and is recorded anew; the "
-                  f"entries of its other checks are lost",
-                  file=sys.stderr, flush=True)
-            result.notes.append(f"the stored key manifest {damaged} was unreadable (damaged, or "
-                                f"of a newer schema) and was recorded anew (its other checks' "
-                                f"entries were lost)")
+                  f"unreadable ({why}) and is recorded anew; the entries of its other checks "
+                  f"are lost", file=sys.stderr, flush=True)
+            result.notes.append(f"the stored key manifest {damaged} was unreadable ({why}) and "
+                                f"was recorded anew (its other checks' entries were lost)")
 
     def baseline(self) -> Any:
         if self._baseline is None:

@@ -25,6 +25,7 @@ class ManifestStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.replaced_damaged: List[str] = []  # unreadable manifests merge() started anew
+        self.damage: Dict[str, str] = {}  # each of those paths -> what was wrong with it
 
     def _ensure(self) -> None:
         if not self.root.is_dir():
@@ -46,33 +47,50 @@ class ManifestStore:
     def path(self, env_id: str, sha: str, dirty: bool = False) -> Path:
         return self.root / "manifests" / env_id / (f"{sha}-dirty.json" if dirty else f"{sha}.json")
 
+    def read(self, env_id: str, sha: str, dirty: bool = False) -> Optional[Dict[str, Any]]:
+        """The manifest, or None when there is none; a file that is there but unusable
+        (truncated, undecodable, the wrong shape, a newer schema) raises BadManifest
+        naming it, what is wrong and the repair: never a silent None, never a crash later."""
+        p = self.path(env_id, sha, dirty)
+        data, why, newer = self._read(p)
+        if why is not None:
+            raise mf.BadManifest(p, why, newer=newer)
+        return data
+
     def load(self, env_id: str, sha: str, dirty: bool = False) -> Optional[Dict[str, Any]]:
+        """As read(), but an unusable file counts as none: for a caller to whom a
+        damaged manifest means nothing to list (a check that read() named already)."""
         return self._read(self.path(env_id, sha, dirty))[0]
 
     @staticmethod
-    def _read(p: Path) -> Tuple[Optional[Dict[str, Any]], bool]:
-        """(the manifest, or None; whether a file was there but unusable)."""
+    def _read(p: Path) -> Tuple[Optional[Dict[str, Any]], Optional[str], bool]:
+        """(the manifest, or None; why a file that is there is unusable, or None;
+        whether a newer version wrote it)."""
         try:
-            data = json.loads(p.read_text())
+            data = json.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return None, False
-        except (OSError, ValueError):
-            return None, True
-        if mf.problem(data) is not None:
-            return None, True
-        return data, False
+            return None, None, False
+        except (OSError, ValueError) as e:  # truncated, undecodable, unreadable
+            return None, f"cannot be read ({type(e).__name__}: {e})", False
+        why = mf.problem(data)
+        if why is not None:
+            return None, why, mf.is_manifest(data) and mf.newer_schema(data)
+        return data, None, False
 
     def merge(self, commit: Dict[str, Any], env: Dict[str, Any],
               checks: Dict[str, Dict[str, Any]]) -> Path:
-        """Add or replace these checks' entries in the commit's manifest; keep the rest."""
+        """Add or replace these checks' entries in the commit's manifest; keep the rest.
+        An unusable one (truncated, the wrong shape: merged into, a bad entry would stay
+        and break every reader) is started anew and named in replaced_damaged."""
         env_id = mf.environment_id(env)
         sha = commit.get("sha") or "unknown"
         dirty = bool(commit.get("dirty"))
         p = self.path(env_id, sha, dirty)
         with self.lock(f"{env_id}-{sha}"):
-            data, damaged = self._read(p)
-            if damaged:  # its other checks' entries are lost: say so
+            data, damaged, _ = self._read(p)
+            if damaged is not None:  # its other checks' entries are lost: say so
                 self.replaced_damaged.append(str(p))
+                self.damage[str(p)] = damaged
             data = data or mf.new_manifest(commit, env)
             data["checks"].update(checks)
             data["commit"] = commit
