@@ -25,7 +25,11 @@ a fresh interpreter instead, see `launcher.PreloadedLauncher`):
 Protocol: one JSON line per message on the inherited stdin/stdout pipes. The server says
 hello when its imports are done; `{"preload": [MODULE, ...]}` imports installed libraries
 the test modules import (the controller collected them) and says hello again;
-a fork request gets `{"pid"}`, then `{"status", "maxrss_kb"}`.
+a fork request gets `{"pid"}`, then `{"status", "maxrss_kb", "leftovers"}`.
+
+What a phase leaves running is this interpreter's once the phase is over (it is their
+subreaper): it kills and reaps them before it says the phase is done, and names those
+the phase's process group kill would have missed in `leftovers` (descendants.py).
 """
 from __future__ import annotations
 
@@ -41,7 +45,9 @@ from types import FrameType
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_compilecache.isolation import IMPORTS_OUT_ENV
-from pytest_compilecache.lifetime import LAUNCHER_PID_ENV, parent_death_signal
+from pytest_compilecache.descendants import end_below, subreaper
+from pytest_compilecache.lifetime import (LAUNCHER_PID_ENV, PHASE_ENV, name_process,
+                                         parent_death_signal)
 
 # a phase that a fork cannot start as a fresh interpreter would exits with this status
 # and says why on a line of its log; the launcher then starts it fresh
@@ -464,6 +470,7 @@ def main(argv: List[str]) -> None:
     os.close(null)
     os.close(log)
     t0 = time.perf_counter()
+    subreaper(True)  # what a phase orphans comes here, to be ended with the phase
     state = Preloaded()
     state.base()
     if "--bare" not in argv:
@@ -491,7 +498,8 @@ def main(argv: List[str]) -> None:
             _become_phase(req, state, base_path, own)
         say({"pid": pid})
         _, status, usage = os.wait4(pid, 0)
-        say({"status": status, "maxrss_kb": usage.ru_maxrss})
+        left = end_below(os.getpid(), pid)
+        say({"status": status, "maxrss_kb": usage.ru_maxrss, "leftovers": left})
     # the session is over: this interpreter compiled nothing and holds nothing to save,
     # and tearing down torch's modules takes seconds (the session waits for it)
     sys.stdout.flush()
@@ -509,7 +517,8 @@ def _become_phase(req: Dict[str, Any], state: Preloaded, base_path: List[str],
         parent_death_signal(signal.SIGTERM)
         if os.getppid() != server:
             os._exit(code)
-        fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        # appended to: the launcher cuts a log that grows too long (phaselog.py)
+        fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
@@ -520,6 +529,8 @@ def _become_phase(req: Dict[str, Any], state: Preloaded, base_path: List[str],
         os.environ.update(env)
         os.environ[LAUNCHER_PID_ENV] = str(server)
         os.environ[IMPORTS_OUT_ENV] = req["log"] + ".imports"
+        if env.get(PHASE_ENV):
+            name_process(env[PHASE_ENV])
         changed = {k for k in set(before) | set(env) if before.get(k) != env.get(k)}
         for keys, (entry, args) in state.entries.values():
             if changed.intersection(keys):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import select
 import shutil
 import signal
@@ -18,15 +17,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
+from pytest_compilecache.descendants import Contained, kill_below
 from pytest_compilecache.forkserver import VETO, VETO_STATUS
 from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV, OWNED
-from pytest_compilecache.lifetime import child_preexec
-
-STDERR_TAIL_LINES = 40
+from pytest_compilecache.lifetime import PHASE_ENV, child_preexec
+from pytest_compilecache.phaselog import STDERR_TAIL_LINES, CappedLog, open_log, read_end
+from pytest_compilecache.phaselog import read_start, tail_of
+from pytest_compilecache.phaselog import useful_tail as useful_tail  # where it was
 
 
 def pytest_child_flags(plugin_loaded: bool, xdist_available: bool) -> List[str]:
@@ -48,6 +49,8 @@ class LaunchResult:
     peak_rss_mb: Optional[float] = None  # the child's (and its reaped children's) peak RSS
     fresh_because: Optional[str] = None  # the preloaded launcher started this one fresh
     forked: bool = False  # from a preloaded interpreter
+    # what the phase left running outside its process group, ended: "sleep 600 (pid 1234)"
+    leftovers: List[str] = field(default_factory=list)
 
     def stages(self, marks: Mapping[str, float]) -> Dict[str, float]:
         """Where the process's wall time went, from the child's marks (child.py): start-up
@@ -71,35 +74,9 @@ class LaunchResult:
                 if a and b and b >= a}
 
     def tail(self, lines: int = STDERR_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return useful_tail(text, lines)
-
-
-# torch's own log lines below WARNING (TORCH_LOGS, "V1124 14:20:44.123000 1234 path:line]")
-_TORCH_DEBUG = re.compile(r"^(\[rank\d+\]:)?[VDI]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
-# the phase's own pytest footer: what follows is pytest's summary of the phase, not the cause
-_PYTEST_FOOTER = re.compile(r"^=+ (short test summary info|warnings summary) =+$")
-
-
-def useful_tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
-    """The last lines of a phase's output that say what went wrong: torch's debug and info
-    log lines and the phase's pytest footer dropped; the user's traceback kept, and what
-    the process said before a faulthandler dump."""
-    out = [line for line in text.rstrip().splitlines() if not _TORCH_DEBUG.match(line)]
-    footer = [i for i, line in enumerate(out) if _PYTEST_FOOTER.match(line)]
-    after = out[footer[0]:] if footer else []
-    crashed_after = any(line.startswith(("Fatal Python error", "INTERNALERROR",
-                                         "Exception ignored")) for line in after)
-    if footer and footer[0] > 0 and not crashed_after:  # a crash at exit stays in view
-        out = out[:footer[0]]
-    start = max(0, len(out) - lines)
-    fatal = [i for i, line in enumerate(out) if line.startswith("Fatal Python error")]
-    if fatal:  # keep what the process said before faulthandler's dump
-        start = min(start, max(0, fatal[-1] - 10))
-    return "\n".join(out[start:])
+        """What went wrong, from the end of the log (never all of it: a phase may print
+        without end)."""
+        return tail_of(self.log_path, lines)
 
 
 class Launcher(Protocol):
@@ -128,25 +105,52 @@ class SubprocessLauncher:
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
             timeout: Optional[float], lane: int = 0) -> LaunchResult:
         t0, started_at = time.perf_counter(), time.time()
-        with open(log_path, "wb") as log:
+        env = marked(env, argv, log_path)
+        contained = Contained()  # what the phase orphans comes here, to be ended after it
+        log = open_log(log_path)
+        try:
             proc = subprocess.Popen([sys.executable, *argv], env=dict(env), cwd=cwd,
                                     stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True,
                                     preexec_fn=child_preexec)
-            timed_out = False
-            try:
-                peak = _wait(proc, None if timeout is None else t0 + timeout)
-                if peak is False:
-                    timed_out = True
+        except BaseException:
+            contained.end(-1)
+            raise
+        finally:
+            os.close(log)
+        timed_out = False
+        try:
+            with CappedLog(log_path):  # its thread starts after the fork
+                try:
+                    peak = _wait(proc, None if timeout is None else t0 + timeout)
+                    if peak is False:
+                        timed_out = True
+                        _kill_group(proc)
+                        peak = None
+                except BaseException:  # KeyboardInterrupt: leave no compile workers behind
                     _kill_group(proc)
-                    peak = None
-            except BaseException:  # KeyboardInterrupt: leave no compile workers behind
-                _kill_group(proc)
-                raise
-            # grandchildren (compile workers) may outlive a child that exited normally
-            _kill_group(proc, only_leftovers=True)
+                    raise
+                # grandchildren (compile workers) may outlive a child that exited normally
+                _kill_group(proc, only_leftovers=True)
+                left = contained.end(proc.pid)
+        finally:
+            contained.end(proc.pid)  # after an interrupt: nothing more to say, end them
         return LaunchResult(proc.returncode, timed_out, time.perf_counter() - t0, log_path,
-                            started_at, time.time(), peak)
+                            started_at, time.time(), peak, leftovers=left)
+
+
+def marked(env: Mapping[str, str], argv: Sequence[str], log_path: Path) -> Dict[str, str]:
+    """The phase's environment with `PHASE_ENV`: `<nodeid> [<phase>]`, from the check's
+    spec (else the command line's target and the log's name), so that an operator can
+    tell which process is which, whatever it starts."""
+    nodeid, phase = (argv[2] if len(argv) > 2 else "?"), log_path.stem
+    try:
+        with open(env[CHILD_SPEC_ENV]) as f:
+            spec = json.load(f)
+        nodeid, phase = str(spec.get("nodeid") or nodeid), str(spec.get("phase") or phase)
+    except (KeyError, OSError, ValueError, AttributeError):
+        pass
+    return {**env, PHASE_ENV: f"{nodeid} [{phase}]"}
 
 
 def _wait(proc: "subprocess.Popen[bytes]", deadline: Optional[float]) -> Any:
@@ -187,7 +191,7 @@ def _kill_group(proc: "subprocess.Popen[bytes]", only_leftovers: bool = False) -
 _READ_AT_LOAD = ("OMP_", "KMP_", "GOMP_", "MKL_", "LD_", "MALLOC_", "GLIBC_", "PYTHON")
 _PHASE_OWN = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR")
 # what differs between phases by design: what the plugin sets per check, the GPU, the test
-_PER_PHASE = (*OWNED, "CUDA_VISIBLE_DEVICES", "PYTEST_CURRENT_TEST")
+_PER_PHASE = (*OWNED, "CUDA_VISIBLE_DEVICES", "PYTEST_CURRENT_TEST", PHASE_ENV)
 _START_TIMEOUT_S = 600.0
 
 
@@ -249,7 +253,8 @@ class _Lane:
 
     def _log_tail(self) -> str:
         try:
-            return " | ".join(self.log.read_text(errors="replace").strip().splitlines()[-5:])
+            return " | ".join(read_end(self.log, 8192).strip().splitlines()[-5:]) \
+                if self.log.exists() else "(no log)"
         except OSError:
             return "(no log)"
 
@@ -262,11 +267,14 @@ class _Lane:
             self.proc.wait(timeout=1)
         except (OSError, subprocess.TimeoutExpired):
             pass
+        kill_below(self.proc.pid)  # what an interrupted phase left, in a session of its own
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
+        if self.proc.stdout:  # under -W error an unclosed pipe fails the user's session
+            self.proc.stdout.close()
 
 
 class PreloadedLauncher:
@@ -293,7 +301,8 @@ class PreloadedLauncher:
             return
         self._home = Path(tempfile.mkdtemp(prefix="pytest-compilecache-lanes-"))
         # no check's own: the job id is read again in each phase (a config entry)
-        base = {k: v for k, v in env.items() if k != CHILD_SPEC_ENV and k not in JOB_ID_ENV}
+        base = {k: v for k, v in env.items()
+                if k not in (CHILD_SPEC_ENV, PHASE_ENV) and k not in JOB_ID_ENV}
         for i in range(self.LANES):
             self._lanes[i] = _Lane(base, cwd, self._home, i, self.extras)
 
@@ -309,6 +318,7 @@ class PreloadedLauncher:
             timeout: Optional[float], lane: int = 0) -> LaunchResult:
         # a forked phase's start-up includes the wait for its interpreter's imports
         asked = (time.perf_counter(), time.time())
+        env = marked(env, argv, log_path)
         why = self.off or self._why_fresh(argv, env, cwd, lane)
         if why is None:
             got = self._fork(self._lanes[lane % self.LANES], argv, env, cwd, log_path, timeout,
@@ -344,6 +354,15 @@ class PreloadedLauncher:
         t0, started_at = asked
         deadline = None if timeout is None else time.perf_counter() + timeout
         try:
+            os.close(open_log(log_path))  # the phase appends to it (a cut leaves no hole)
+        except OSError:
+            pass
+        with CappedLog(log_path):
+            return self._forked(server, argv, env, cwd, log_path, deadline, t0, started_at)
+
+    def _forked(self, server: _Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
+                log_path: Path, deadline: Optional[float], t0: float, started_at: float) -> Any:
+        try:
             server.send({"argv": list(argv), "env": dict(env), "cwd": cwd, "log": str(log_path)})
             got = server.receive(time.perf_counter() + 60)
         except (OSError, ValueError):
@@ -371,11 +390,13 @@ class PreloadedLauncher:
                                 started_at, time.time(), None, forked=True)
         code = os.waitstatus_to_exitcode(int(done["status"]))
         if code == VETO_STATUS:
-            line = next((ln for ln in _lines(log_path) if ln.startswith(VETO)), None)
+            line = next((ln for ln in read_start(log_path).splitlines() if ln.startswith(VETO)),
+                        None)
             if line is not None:
                 return line[len(VETO) + 2:]
         return LaunchResult(code, timed_out, time.perf_counter() - t0, log_path, started_at,
-                            time.time(), round(int(done["maxrss_kb"]) / 1024, 1), forked=True)
+                            time.time(), round(int(done["maxrss_kb"]) / 1024, 1), forked=True,
+                            leftovers=[str(x) for x in done.get("leftovers") or []])
 
     def _wait(self, server: _Lane, deadline: Optional[float],
               imports: Optional[Path]) -> Optional[Dict[str, Any]]:
@@ -436,13 +457,6 @@ def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
             return (f"{k} differs from the preloaded interpreter's, and an import copied the "
                     f"whole environment ({copies[0]})")
     return None
-
-
-def _lines(path: Path) -> List[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
 
 
 def _kill_pgid(pgid: int) -> None:

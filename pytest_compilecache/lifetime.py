@@ -20,6 +20,8 @@ from typing import Any, Dict, List, Optional
 _PR_SET_PDEATHSIG = 1
 # set by the preloaded launcher in a phase it forked: the process the phase dies with
 LAUNCHER_PID_ENV = "PYTEST_COMPILECACHE_LAUNCHER_PID"
+# in every phase's environment: `<nodeid> [<phase>]`, which check and phase a process serves
+PHASE_ENV = "PYTEST_COMPILECACHE_PHASE"
 received: Optional[str] = None  # the signal that interrupted this process, if any
 
 
@@ -32,6 +34,18 @@ def parent_death_signal(sig: int = signal.SIGTERM) -> bool:
 
         return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig)) == 0
     except Exception:
+        return False
+
+
+def name_process(marker: str) -> bool:
+    """A forked phase's name in ps and top (/proc/self/comm, 15 characters: `cold test_a`),
+    from its `PHASE_ENV` marker: its command line is its preloaded interpreter's."""
+    nodeid, _, phase = marker.rpartition(" [")
+    try:
+        with open("/proc/self/comm", "w") as f:
+            f.write(f"{phase.rstrip(']')} {nodeid.rsplit('::', 1)[-1]}"[:15])
+        return True
+    except OSError:
         return False
 
 

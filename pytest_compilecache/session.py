@@ -544,6 +544,10 @@ class CompileCacheSession:
         if launched.fresh_because and self.settings.launcher == "preloaded":
             self._launch_notes.append(f"the {phase} phase ran in a fresh interpreter, not forked "
                                       f"from a preloaded one: {launched.fresh_because}")
+        if launched.leftovers:  # ended, and said: a phase's daemon never outlives it
+            from pytest_compilecache.descendants import leftovers_note
+
+            self._launch_notes.append(leftovers_note(phase, launched.leftovers))
         timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
         timings[f"{phase}_peak_rss_mb"] = launched.peak_rss_mb
         memory = f"peak resident memory {launched.peak_rss_mb:.0f} MB" \

@@ -1,0 +1,177 @@
+"""What a phase leaves running, found and ended.
+
+A daemon that a phase starts in a session of its own (`Popen(..., start_new_session=
+True)` in a test body, a server a fixture forgot) escapes the kill of the phase's
+process group, and would outlive the whole session. On Linux the process that launches
+a phase is a child subreaper (prctl PR_SET_CHILD_SUBREAPER) while the phase runs: what
+the phase orphans is re-parented to it, not to init, so after the phase it is found by
+a walk of /proc by parent pid, killed and reaped. Elsewhere nothing is found (the
+process group kill still applies).
+
+The controller may be the user's pytest or an xdist worker, with children of its own:
+there only children that appeared while the phase ran (the phase's re-parented orphans)
+and what is below them are the phase's. The preloaded interpreter (forkserver.py) only
+forks phases, one at a time: everything below it after a phase is that phase's.
+What was left outside the phase's process group is named (`leftovers_note`); the
+group's own (compile workers still exiting) is expected and ended without a word.
+No pytest, no torch.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import Collection, Dict, List, NamedTuple, Optional
+
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+class _Proc(NamedTuple):
+    ppid: int
+    pgid: int
+    state: str
+
+
+def _prctl(option: int, arg: object) -> Optional[int]:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return int(ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0))
+    except Exception:
+        return None
+
+
+def is_subreaper() -> bool:
+    import ctypes
+
+    flag = ctypes.c_int(0)
+    return _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) == 0 and flag.value != 0
+
+
+def subreaper(on: bool) -> bool:
+    """Make this process (not) the reaper of its descendants' orphans; False where the
+    OS cannot (not Linux)."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, int(on)) == 0
+
+
+def _table() -> Dict[int, _Proc]:
+    """Every process: ppid, process group, state (Linux /proc; empty elsewhere)."""
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return {}
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[pid] = _Proc(int(fields[1]), int(fields[2]), fields[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def children(pid: int) -> List[int]:
+    return [p for p, info in _table().items() if info.ppid == pid]
+
+
+def describe(pid: int, width: int = 60) -> str:
+    """`sleep 600 (pid 1234)`: the command line, shortened."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
+        if not cmd:
+            with open(f"/proc/{pid}/comm") as f:
+                cmd = f"[{f.read().strip()}]"
+    except OSError:
+        cmd = "?"
+    if len(cmd) > width:
+        cmd = cmd[:width - 3] + "..."
+    return f"{cmd} (pid {pid})"
+
+
+def end_below(me: int, group: int, before: Collection[int] = (),
+              timeout: float = 5.0) -> List[str]:
+    """Kill and reap every process below `me` but the subtrees of `before` (its children
+    from before the phase). Returns those outside the phase's process group `group`,
+    described, as they were found alive."""
+    said: Dict[int, str] = {}
+    end_at = time.monotonic() + timeout
+    while True:
+        table = _table()
+        kids: Dict[int, List[int]] = {}
+        for pid, info in table.items():
+            kids.setdefault(info.ppid, []).append(pid)
+        roots = [p for p in kids.get(me, []) if p not in before]
+        found, todo = [], list(roots)
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo += kids.get(pid, [])
+        for pid in found:
+            if table[pid].state == "Z":
+                continue
+            if table[pid].pgid != group and pid not in said:
+                said[pid] = describe(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in roots:  # ours since they were orphaned: reap them, or they stay zombies
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except OSError:
+                pass
+        if not found or time.monotonic() > end_at:
+            return list(said.values())
+        time.sleep(0.01)
+
+
+def kill_below(pid: int) -> None:
+    """SIGKILL every process below `pid` (a preloaded interpreter being closed: what its
+    phase left is its to reap)."""
+    table = _table()
+    kids: Dict[int, List[int]] = {}
+    for p, info in table.items():
+        kids.setdefault(info.ppid, []).append(p)
+    todo = list(kids.get(pid, []))
+    while todo:
+        p = todo.pop()
+        todo += kids.get(p, [])
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class Contained:
+    """In the controller, around one phase: its orphans come to this process; `end`
+    kills them once the phase is over. Where this process is no subreaper, and cannot
+    become one, `end` finds nothing."""
+
+    def __init__(self) -> None:
+        self.me = os.getpid()
+        self.was = is_subreaper() if sys.platform.startswith("linux") else False
+        self.on = self.was or subreaper(True)
+        self.before = set(children(self.me)) if self.on else set()
+
+    def end(self, phase_pid: int) -> List[str]:
+        """The phase (its own process, `phase_pid`, reaped already) is over."""
+        if not self.on:
+            return []
+        try:
+            return end_below(self.me, phase_pid, self.before | {phase_pid})
+        finally:
+            if not self.was:
+                subreaper(False)
+            self.on = False
+
+
+def leftovers_note(phase: str, leftovers: List[str]) -> str:
+    """For the check's notes: `the cold phase left 1 process running, ended: ...`."""
+    n = len(leftovers)
+    return (f"the {phase} phase left {n} process{'es' if n != 1 else ''} running, ended: "
+            + ", ".join(leftovers))

@@ -1,0 +1,182 @@
+"""A phase's log, bounded on disk and read from its end.
+
+The phase (and its compile workers, and whatever the test body starts) writes straight
+into `<root>/phases/<phase>.log` through fds 1 and 2: no pipe, so that nothing in the
+phase ever blocks on the controller, and the log names the phase in /proc/<pid>/fd/1.
+A phase that prints without end must not fill the disk nor, to show its last lines,
+the controller's memory. So:
+
+- The log is opened O_APPEND, and `CappedLog` (a thread in the launcher) follows it:
+  it keeps the last `TAIL_BYTES` it read in memory and, when the file grows past
+  `HEAD_BYTES + TAIL_BYTES`, truncates it back to its first `HEAD_BYTES` (writers
+  append after the cut, nothing becomes sparse). Once the phase is over, the file is
+  rewritten as its head, a line that says how much was left out, and the kept tail.
+  Output written in the instant between the last read and a cut is lost; the cut is
+  rare (past 8 MiB) and far from the end of a phase's output as a rule.
+  RLIMIT_FSIZE would kill the phase (SIGXFSZ); a pipe and a reader would make a
+  phase that prints wait on the controller.
+- `read_end` reads the last bytes of a log, never all of it; `useful_tail` picks the
+  lines that say what went wrong.
+No pytest, no torch.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+HEAD_BYTES = 4 << 20
+TAIL_BYTES = 4 << 20
+_CHUNK = 1 << 20
+STDERR_TAIL_LINES = 40
+
+
+def open_log(path: Path) -> int:
+    """A phase's fd 1 and 2: emptied, appended to (a cut by `CappedLog` leaves no hole)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
+
+
+class CappedLog:
+    """While a phase runs (a context manager around it): keep its log at most
+    `head + tail` bytes (plus what the phase writes in `every` seconds)."""
+
+    def __init__(self, path: Path, head: int = HEAD_BYTES, tail: int = TAIL_BYTES,
+                 every: float = 0.05) -> None:
+        self.path, self.head, self.tail, self.every = path, head, tail, every
+        self.pos = 0  # how far the file has been read
+        self.read = 0  # bytes read in all: the phase's output, less what a cut lost
+        self.kept = bytearray()  # the last `tail` bytes read
+        self.cut = False
+        self._stop = threading.Event()
+        self._fd: Optional[int] = None
+        self._thread: Optional[threading.Thread] = None
+
+    def __enter__(self) -> "CappedLog":
+        try:
+            self._fd = os.open(self.path, os.O_RDWR)
+        except OSError:  # no log to follow: the phase's own open will say why
+            return self
+        self._thread = threading.Thread(target=self._follow, name="compilecache-log",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._fd is None:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            self._catch_up()
+            if self.cut:
+                self._rewrite()
+        except OSError:
+            pass
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            try:
+                busy = self._catch_up() >= _CHUNK
+                if self.pos > self.head + self.tail:
+                    os.ftruncate(self._fd, self.head)  # type: ignore[arg-type]
+                    self.pos, self.cut = self.head, True
+            except OSError:
+                return
+            if not busy:
+                self._stop.wait(self.every)
+
+    def _catch_up(self) -> int:
+        """Read what was appended since the last read; how many bytes."""
+        got = 0
+        while True:
+            data = os.pread(self._fd, _CHUNK, self.pos)  # type: ignore[arg-type]
+            if not data:
+                return got
+            self.pos += len(data)
+            got += len(data)
+            self.read += len(data)
+            self.kept += data
+            if len(self.kept) > self.tail:
+                del self.kept[:len(self.kept) - self.tail]
+
+    def _rewrite(self) -> None:
+        """Head, what was left out, tail from its first whole line: all writers are gone."""
+        tail = bytes(self.kept)
+        cut = tail.find(b"\n")
+        if 0 <= cut < len(tail) - 1:
+            tail = tail[cut + 1:]
+        left_out = self.read - self.head - len(tail)
+        say = (f"\n[pytest-compilecache: {left_out / 2**20:.1f} MiB of this phase's output "
+               f"left out here: its log keeps the first {self.head >> 20} MiB and the last "
+               f"{self.tail >> 20} MiB]\n").encode()
+        os.ftruncate(self._fd, self.head)  # type: ignore[arg-type]
+        os.pwrite(self._fd, say + tail, self.head)  # type: ignore[arg-type]
+
+
+def read_end(path: Path, nbytes: int) -> str:
+    """The last `nbytes` of a file (from its first whole line), decoded; "" if unreadable."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            start = max(0, end - nbytes)
+            f.seek(start)
+            data = f.read(end - start)
+    except OSError:
+        return ""
+    if start > 0:
+        nl = data.find(b"\n")
+        data = data[nl + 1:] if nl >= 0 else b""
+    return data.decode(errors="replace")
+
+
+def read_start(path: Path, nbytes: int = 64 << 10) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(nbytes).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def tail_of(path: Path, lines: int = STDERR_TAIL_LINES, most: int = 8 << 20) -> str:
+    """`useful_tail` of a log, read from its end: 64 KiB first, more while the useful
+    lines are fewer than asked (torch's debug lines dropped), never more than `most`."""
+    nbytes = 64 << 10
+    while True:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return ""
+        got = useful_tail(read_end(path, nbytes), lines)
+        if nbytes >= size or nbytes >= most or got.count("\n") + 1 >= lines:
+            return got
+        nbytes *= 4
+
+
+# torch's own log lines below WARNING (TORCH_LOGS, "V1124 14:20:44.123000 1234 path:line]")
+_TORCH_DEBUG = re.compile(r"^(\[rank\d+\]:)?[VDI]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
+# the phase's own pytest footer: what follows is pytest's summary of the phase, not the cause
+_PYTEST_FOOTER = re.compile(r"^=+ (short test summary info|warnings summary) =+$")
+
+
+def useful_tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
+    """The last lines of a phase's output that say what went wrong: torch's debug and info
+    log lines and the phase's pytest footer dropped; the user's traceback kept, and what
+    the process said before a faulthandler dump."""
+    out = [line for line in text.rstrip().splitlines() if not _TORCH_DEBUG.match(line)]
+    footer = [i for i, line in enumerate(out) if _PYTEST_FOOTER.match(line)]
+    after = out[footer[0]:] if footer else []
+    crashed_after = any(line.startswith(("Fatal Python error", "INTERNALERROR",
+                                         "Exception ignored")) for line in after)
+    if footer and footer[0] > 0 and not crashed_after:  # a crash at exit stays in view
+        out = out[:footer[0]]
+    start = max(0, len(out) - lines)
+    fatal = [i for i, line in enumerate(out) if line.startswith("Fatal Python error")]
+    if fatal:  # keep what the process said before faulthandler's dump
+        start = min(start, max(0, fatal[-1] - 10))
+    return "\n".join(out[start:])
