@@ -6,6 +6,7 @@ The controller never imports torch: fixtures run only in the phase children.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -258,13 +259,20 @@ class CompileCacheSession:
                 for root in roots:
                     shutil.rmtree(root.path, ignore_errors=True)
             raise
-        except Exception:
-            result = CheckResult(
-                nodeid=item.nodeid, verdict="error", via=scenario.via,
-                error="pytest-compilecache failed in the controller while running this check "
-                      "(an error in the plugin or its settings, not in the model):\n"
-                      + traceback.format_exc(),
-                cache_root=str(roots[0].path) if roots else None)
+        except Exception as e:
+            # a write the machine refused (a full disk, an unwritable root) is the
+            # environment's: named with its path, not blamed on the plugin
+            written = isinstance(e, OSError) and e.errno in (*diskspace.FULL_ERRNOS, errno.EACCES,
+                                                            errno.EPERM, errno.EROFS)
+            if isinstance(e, OSError) and written:
+                why = diskspace.write_problem("this check's files", e.filename or "its cache root",
+                                              e) + "\n"
+            else:
+                why = ("pytest-compilecache failed in the controller while running this check "
+                       "(an error in the plugin or its settings, not in the model):\n")
+            result = CheckResult(nodeid=item.nodeid, verdict="error", via=scenario.via,
+                                 error=why + traceback.format_exc(limit=-3 if written else None),
+                                 cache_root=str(roots[0].path) if roots else None)
             self._add(result)
             return result
 
