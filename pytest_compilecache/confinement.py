@@ -97,9 +97,9 @@ def cache_dirs() -> Dict[str, str]:
 
 
 _WHAT = {"inductor": ("TORCHINDUCTOR_CACHE_DIR", "Inductor's caches (FX graphs, AOTAutograd, "
-                      "PGO profiles, kernels, autotune results)"),
-         "triton": ("TRITON_CACHE_DIR", "Triton's kernel cache"),
-         "tmp": ("TMPDIR", "the temp dir (precompiled headers, some cache files)")}
+                      "PGO profiles, kernels, autotune results) were"),
+         "triton": ("TRITON_CACHE_DIR", "Triton's kernel cache was"),
+         "tmp": ("TMPDIR", "the temp dir (precompiled headers, some cache files) was")}
 
 
 def escapes(root: str, expected: Mapping[str, str], when: str) -> List[Tuple[str, str]]:
@@ -119,7 +119,7 @@ def escapes(root: str, expected: Mapping[str, str], when: str) -> List[Tuple[str
         else:
             how = f"{var} still names the private dir, but the test's code moved it in code" \
                   + (" (triton.knobs.cache.dir)" if label == "triton" else "")
-        out.append((label, f"{what} were at {path}, outside the check's private root {root}, {when}: "
+        out.append((label, f"{what} at {path}, outside the check's private root {root}, {when}: "
                    f"{how}"))
     return out
 
