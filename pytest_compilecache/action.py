@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from pytest_compilecache import gha, markdown
-from pytest_compilecache.verdict import OK_VERDICTS
+from pytest_compilecache.render import gha
+from pytest_compilecache.render import markdown
+from pytest_compilecache.judge.verdict import OK_VERDICTS
 
 FAIL_ON = ("fail", "drift", "never")
 SESSION_OK = (0, 1, 5)  # pytest: all passed, some failed, none collected
@@ -64,9 +65,9 @@ def append_summary(text: str) -> None:
 def detect() -> int:
     """The environment id (the manifest cache key needs it before the run) and the
     device; a CPU-only runner with require-gpu: true is an error here."""
-    from pytest_compilecache import gpus
-    from pytest_compilecache import manifest as mf
-    from pytest_compilecache.workload import environment_of_python
+    from pytest_compilecache.controller import gpus
+    from pytest_compilecache.history import manifest as mf
+    from pytest_compilecache.child.workload import environment_of_python
 
     device = _choice("device", "auto", DEVICES)
     require = _choice("require-gpu", "auto", ("auto", "true", "false"))
@@ -166,7 +167,7 @@ def run() -> int:
     fail_on = _choice("fail-on", "fail", FAIL_ON)  # checked before an hour of compiling
     device = _env("device-detected") or _choice("device", "auto", DEVICES)
     if device == "auto":
-        from pytest_compilecache import gpus
+        from pytest_compilecache.controller import gpus
 
         device = "cuda" if gpus.visible_gpus() else "cpu"
     gpu_count = int(_env("gpu-count", "0") or 0)
@@ -226,7 +227,7 @@ def conclude_report(report: str, rc: int, artifact: str) -> Tuple[Dict[str, str]
     an error that says pytest's exit code, never a verdict about the models."""
     try:
         data = json.loads(Path(report).read_text())
-        from pytest_compilecache import report as rp
+        from pytest_compilecache.render import report as rp
 
         why = rp.problem(data)
     except (OSError, ValueError) as e:

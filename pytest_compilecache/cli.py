@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from pytest_compilecache import manifest as mf
-from pytest_compilecache import report
+from pytest_compilecache.history import manifest as mf
+from pytest_compilecache.render import report
 
 # 0: same keys (or done), 1: keys differ, 2: an error (bad arguments, a file that is
 # unreadable, malformed or of a newer schema): CI can tell drift from a broken artifact
@@ -87,18 +87,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         print("\n".join(mf.manifest_lines(data)))
         return EXIT_OK
     if args.format == "markdown":
-        from pytest_compilecache import markdown
+        from pytest_compilecache.render import markdown
 
         sys.stdout.write(markdown.render(data, artifact=args.artifact))
         return EXIT_OK
     if args.format in ("github", "outputs"):
-        from pytest_compilecache import gha
+        from pytest_compilecache.render import gha
 
         lines = (gha.annotation_lines(data, args.workspace) if args.format == "github" else
                  gha.output_lines(gha.outputs(data, args.file)))
         print("\n".join(lines))
         return EXIT_OK
-    from pytest_compilecache.verdict import OK_VERDICTS, CheckResult
+    from pytest_compilecache.judge.verdict import OK_VERDICTS, CheckResult
 
     results = [CheckResult.from_json(c) for c in data.get("checks", [])]
     commit = data.get("commit") or {}
@@ -132,10 +132,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from pytest_compilecache import history
-    from pytest_compilecache.baseline import record
-    from pytest_compilecache.workload import environment_of_python
-    from pytest_compilecache.store import DEFAULT_DIR, ManifestStore
+    from pytest_compilecache.history import git as history
+    from pytest_compilecache.history.baseline import record
+    from pytest_compilecache.child.workload import environment_of_python
+    from pytest_compilecache.history.store import DEFAULT_DIR, ManifestStore
 
     cwd = Path.cwd()
     try:
@@ -236,7 +236,7 @@ def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str, manif
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from pytest_compilecache.shard import merge_reports
+    from pytest_compilecache.render.shard import merge_reports
 
     reports = [_load(path) for path in args.reports]
     if any(mf.is_manifest(r) for r in reports):

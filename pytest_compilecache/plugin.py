@@ -35,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "when a cache layer misses. Keyword arguments go to torch.compile.")
     spec_path = os.environ.get(CHILD_SPEC_ENV)
     if spec_path:
-        from pytest_compilecache.child import BodyHooks, ChildPlugin, load_spec
+        from pytest_compilecache.child.phase import BodyHooks, ChildPlugin, load_spec
 
         os.environ.pop(CHILD_SPEC_ENV)  # not for the test's own subprocesses
         spec = load_spec(spec_path)
@@ -58,13 +58,13 @@ def pytest_configure(config: pytest.Config) -> None:
         lifetime.parent_death_signal()
     if settings.baseline:
         _check_baseline(config, settings.baseline)
-    from pytest_compilecache.gpus import LOCK_DIR_ENV
-    from pytest_compilecache.ledger import Ledger, open_results_dir
-    from pytest_compilecache.session import CompileCacheSession, lock_dir
+    from pytest_compilecache.controller.gpus import LOCK_DIR_ENV
+    from pytest_compilecache.controller.ledger import Ledger, open_results_dir
+    from pytest_compilecache.controller.session import CompileCacheSession, lock_dir
 
     session = CompileCacheSession(config, settings)
     if not hasattr(config, "workerinput"):  # the controller: workers inherit its dirs
-        from pytest_compilecache import preflight
+        from pytest_compilecache.controller import preflight
 
         found = preflight.problems(settings.report, session.store_path, settings.store,
                                    settings.root)
@@ -88,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _check_baseline(config: pytest.Config, rev: str) -> None:
     """A wrong REF is a usage error up front, not one error per check."""
-    from pytest_compilecache import history
+    from pytest_compilecache.history import git as history
 
     try:
         history.resolve(history.require_root(config.rootpath), rev)
@@ -103,6 +103,6 @@ def compile_cache(request: pytest.FixtureRequest) -> Any:
     owner = request.config.stash.get(_SESSION, None)
     if owner is not None and hasattr(owner, "context"):
         return owner.context()
-    from pytest_compilecache.workload import CheckContext
+    from pytest_compilecache.child.workload import CheckContext
 
     return CheckContext()

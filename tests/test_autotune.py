@@ -63,7 +63,7 @@ def test_template_selection_is_counted_where_it_runs(frozen: RepoRun) -> None:
 
 
 def _layer(name: str):
-    from pytest_compilecache.verdict import _autotune_layer, counter
+    from pytest_compilecache.judge.verdict import _autotune_layer, counter
 
     rec = json.loads((DATA / f"{name}.json").read_text())
     cold, warm = rec["cold"]["cache"], rec["warm"]["cache"]
@@ -104,7 +104,7 @@ def test_a_kernel_torch_keeps_no_result_for_is_a_note_not_a_miss() -> None:
 
 
 def test_a_torch_without_a_spy_leaves_that_kind_unjudged_and_says_so() -> None:
-    from pytest_compilecache.verdict import _autotune_layer
+    from pytest_compilecache.judge.verdict import _autotune_layer
 
     rec = json.loads((DATA / "mlp_max_autotune.json").read_text())
     cold, warm = rec["cold"]["cache"], rec["warm"]["cache"]
@@ -124,7 +124,7 @@ def test_a_torch_without_a_spy_leaves_that_kind_unjudged_and_says_so() -> None:
 def test_a_kernel_benchmarked_with_torchs_autotune_cache_off_is_a_miss_not_a_note() -> None:
     from types import SimpleNamespace
 
-    from pytest_compilecache import tuning
+    from pytest_compilecache.judge import tuning
 
     off = SimpleNamespace(save_cache_hook=None, inductor_meta={"autotune_local_cache": False})
     one = SimpleNamespace(save_cache_hook=None, inductor_meta={})

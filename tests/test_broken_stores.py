@@ -17,8 +17,8 @@ from typing import Any, Dict
 import pytest
 
 from conftest import commit, git
-from pytest_compilecache import manifest as mf
-from pytest_compilecache.store import ManifestStore
+from pytest_compilecache.history import manifest as mf
+from pytest_compilecache.history.store import ManifestStore
 
 ENV = {"torch": "2.13.0", "triton": None, "cuda": None, "python": "3.11.7", "device": "cpu",
        "device_name": None}
@@ -122,7 +122,7 @@ def test_the_baseline_comparison_becomes_a_problem_naming_the_file(tmp_path) -> 
     """What the session does with Baseline.manifest (session._compare_with_baseline):
     its exception's text is the check's problem; before, a wrong-shape entry was
     handed to compare_check and raised AttributeError outside that guard."""
-    from pytest_compilecache.baseline import Baseline
+    from pytest_compilecache.history.baseline import Baseline
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -207,7 +207,8 @@ def test_cli_diff_of_a_report_with_malformed_graph_rows_exits_2(tmp_path) -> Non
 def test_bisect_on_a_damaged_stored_manifest_exits_2_naming_it(tmp_path, monkeypatch, capsys):
     """In process, the environment stood in for (no torch import): bisect reads GOOD's
     stored manifest first, and a damaged one ends it before any recording."""
-    from pytest_compilecache import cli as cli_module, workload
+    from pytest_compilecache import cli as cli_module
+    from pytest_compilecache.child import workload
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -258,7 +259,7 @@ def test_every_output_path_writes_a_surrogate_node_id_escaped(tmp_path, args) ->
 
 
 def test_the_markdown_summary_of_a_surrogate_node_id_is_valid_utf8(tmp_path) -> None:
-    from pytest_compilecache import markdown
+    from pytest_compilecache.render import markdown
 
     data = json.loads(surrogate_report(tmp_path).read_text())
     summary = markdown.render(data)
@@ -322,7 +323,7 @@ def test_a_drift_session_names_a_wrong_shape_baseline_and_a_truncated_head_manif
     """The baseline's stored manifest holds a string for the check: the check gets a
     problem naming the file and the repair (before: AttributeError, the verdict lost);
     this commit's own manifest is truncated: it is recorded anew, and the warning names it."""
-    from pytest_compilecache.workload import environment_of_python
+    from pytest_compilecache.child.workload import environment_of_python
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -182,7 +182,7 @@ def test_cache_roots_are_private_and_kept_only_on_failure(run: RepoRun) -> None:
 def test_junit_properties_and_annotation_at_the_test(run: RepoRun) -> None:
     import xml.etree.ElementTree as ET
 
-    from pytest_compilecache import gha
+    from pytest_compilecache.render import gha
 
     root = Path(run.report["rootdir"])
     cases = {tc.get("name"): {p.get("name"): p.get("value") for p in tc.iter("property")}

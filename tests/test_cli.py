@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_compilecache import manifest as mf
-from pytest_compilecache.store import ManifestStore
+from pytest_compilecache.history import manifest as mf
+from pytest_compilecache.history.store import ManifestStore
 
 ENV = {"torch": "2.13.0", "triton": None, "cuda": None, "python": "3.11.7", "device": "cpu",
        "device_name": None}

@@ -52,7 +52,8 @@ def test_a_marker_a_conftest_adds_while_collecting_makes_a_check(tmp_path) -> No
 
 
 def test_a_session_that_checks_nothing_says_so(tmp_path) -> None:
-    from pytest_compilecache import gha, markdown
+    from pytest_compilecache.render import gha
+    from pytest_compilecache.render import markdown
 
     files = dict(MARKED_IN_CONFTEST, **{"conftest.py": ""})
     run = run_repo(tmp_path, files, "-k", "plain")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from pytest_compilecache import compare
-from pytest_compilecache.float64 import make_mode
+from pytest_compilecache.child import compare
+from pytest_compilecache.child.float64 import make_mode
 
 
 def _noisy(t: torch.Tensor, rel: float, seed: int) -> torch.Tensor:
@@ -98,7 +98,7 @@ def test_float64_mode_keeps_in_place_targets_and_random_draws() -> None:
 
 
 def test_seed_dependent_tensors_are_told_from_run_to_run_noise() -> None:
-    from pytest_compilecache.randomness import seed_dependent
+    from pytest_compilecache.child.randomness import seed_dependent
 
     g = torch.Generator().manual_seed(0)
     ref = {n: torch.randn(256, generator=g) for n in ("masked", "atomic", "clean", "jittery")}

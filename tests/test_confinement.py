@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_compilecache import confinement, diskspace, report
+from pytest_compilecache.child import confinement
+from pytest_compilecache.controller import diskspace
+from pytest_compilecache.render import report
 from pytest_compilecache.isolation import CacheRoot, unsafe_parent
 
 

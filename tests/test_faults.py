@@ -90,7 +90,7 @@ def launcher_of(child: Dict[str, str]) -> int:
     interpreter that forked it."""
     ppid = child["ppid"]
     cmd = Path(f"/proc/{ppid}/cmdline").read_bytes()
-    if b"pytest_compilecache.forkserver" in cmd:
+    if b"pytest_compilecache.launch.forkserver" in cmd:
         ppid = (Path(f"/proc/{ppid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     return int(ppid)
 

@@ -15,7 +15,9 @@ from typing import Any, Dict
 
 import pytest
 
-from pytest_compilecache import action, gha, markdown
+from pytest_compilecache import action
+from pytest_compilecache.render import gha
+from pytest_compilecache.render import markdown
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
@@ -229,7 +231,7 @@ def test_remote_actions_are_pinned_and_outputs_map_to_steps() -> None:
 
 
 def test_a_merge_with_an_empty_shard_does_not_say_nothing_was_checked() -> None:
-    from pytest_compilecache.shard import merge_reports
+    from pytest_compilecache.render.shard import merge_reports
 
     full = _report("cpu_examples")
     empty = dict(copy.deepcopy(full), checks=[], no_checks="selected no check")

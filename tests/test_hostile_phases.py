@@ -19,8 +19,8 @@ import pytest
 
 from conftest import RepoRun, run_repo
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
-from pytest_compilecache.launcher import LaunchResult, SubprocessLauncher
-from pytest_compilecache.phaselog import HEAD_BYTES, TAIL_BYTES
+from pytest_compilecache.launch.launcher import LaunchResult, SubprocessLauncher
+from pytest_compilecache.launch.phaselog import HEAD_BYTES, TAIL_BYTES
 
 
 def marked(marker: str) -> List[int]:

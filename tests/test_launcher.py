@@ -11,8 +11,8 @@ from typing import Dict, Sequence
 import pytest
 
 from conftest import RepoRun, run_repo
-from pytest_compilecache.forkserver import installed_libraries
-from pytest_compilecache.launcher import PreloadedLauncher, differs_at_import
+from pytest_compilecache.launch.libraries import installed_libraries
+from pytest_compilecache.launch.launcher import PreloadedLauncher, differs_at_import
 
 TESTS = '''
 import os
@@ -260,7 +260,7 @@ def test_a_whole_copy_of_the_environment_is_recorded_once_with_where() -> None:
     """dict(os.environ) and os.environ.copy() at import are copies of everything: one
     record (then `differs_at_import` lets only per-phase variables differ), not a read of
     each variable; a read by name is still a read."""
-    from pytest_compilecache.forkserver import _EnvSpy
+    from pytest_compilecache.launch.forkserver import _EnvSpy
 
     spy = _EnvSpy({"A": "1", "B": "2"})
     assert dict(spy) == {"A": "1", "B": "2"} and spy.copy() == {"A": "1", "B": "2"}
@@ -271,7 +271,7 @@ def test_a_whole_copy_of_the_environment_is_recorded_once_with_where() -> None:
 
 
 def test_an_error_tail_keeps_the_users_traceback_not_torchs_debug_lines_or_pytests_footer():
-    from pytest_compilecache.launcher import useful_tail
+    from pytest_compilecache.launch.launcher import useful_tail
 
     log = "\n".join([
         "V1124 14:20:44.123000 1234 torch/_dynamo/guards.py:2345] [0/0] [__guards] GUARDS:",
@@ -292,7 +292,7 @@ def test_an_error_tail_keeps_the_users_traceback_not_torchs_debug_lines_or_pytes
 
 
 def test_a_crash_after_pytests_footer_stays_in_the_tail():
-    from pytest_compilecache.launcher import useful_tail
+    from pytest_compilecache.launch.launcher import useful_tail
 
     log = "\n".join(["test_m.py .", "=========================== warnings summary ==========",
                      "UserWarning: x", "Fatal Python error: Segmentation fault",

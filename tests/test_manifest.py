@@ -1,5 +1,5 @@
 """Manifest comparison semantics (pure; the sessions in test_drift.py produce real ones)."""
-from pytest_compilecache import manifest as mf
+from pytest_compilecache.history import manifest as mf
 
 
 def entry(**graphs):

@@ -272,11 +272,11 @@ def test_a_warm_process_that_dies_in_the_loader_is_the_path_failing() -> None:
     """AOTInductor packages built on an H100 (torch 2.11+cu130) crash every fresh process
     that loads them, even a 3-layer MLP without the plugin (aoti_load_probe.py): that is
     the path failing on this machine, not an error of the plugin or the model."""
-    from pytest_compilecache import scenarios
-    from pytest_compilecache.verdict import error_result
+    from pytest_compilecache.paths import scenarios
+    from pytest_compilecache.judge.verdict import error_result
 
     tail = ('  File ".../torch/_inductor/__init__.py", line 267 in aoti_load_package\n'
-            '  File ".../pytest_compilecache/warmstart.py", line 229 in compile')
+            '  File ".../pytest_compilecache/paths/warmstart.py", line 229 in compile')
 
     def crash():
         return error_result("t.py::test_m", "warm", "crashed or exited early (exit code -11) "

@@ -69,9 +69,10 @@ def test_via_goes_with_neither_deploy_nor_recording(pytester: pytest.Pytester) -
 
 
 def test_every_path_option_has_a_scenario() -> None:
-    from pytest_compilecache import options, scenarios
+    from pytest_compilecache import options
+    from pytest_compilecache.paths import scenarios
 
-    from pytest_compilecache import warmstart
+    from pytest_compilecache.paths import warmstart
 
     vias = {cls.via for cls in scenarios.REGISTRY.values()}
     assert set(options.VIAS) == vias == set(warmstart.REGISTRY)
@@ -194,7 +195,7 @@ class Pool:
 ac._pool_set.add(Pool())
 atexit.register(lambda: print("other handler ran", flush=True))
 if sys.argv[1] == "skip":
-    from pytest_compilecache import child
+    from pytest_compilecache.child import phase as child
     child._skip_worker_pool_join()
 """
 

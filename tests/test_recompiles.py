@@ -143,7 +143,7 @@ def test_a_warm_run_that_recompiles_more_than_the_cold_fails(stacks: RepoRun) ->
 
 
 def test_the_job_summary_lists_the_recompiles(stacks: RepoRun) -> None:
-    from pytest_compilecache import markdown
+    from pytest_compilecache.render import markdown
 
     text = markdown.render(stacks.report)
     assert "### Recompiles (Dynamo traced a code object more than once" in text
@@ -168,8 +168,8 @@ def test_a_torch_wrapper_frame_is_named_by_the_users_function_it_calls() -> None
     einops' layers: the report names the user's function."""
     from torch._dynamo.external_utils import wrap_inline
 
-    from pytest_compilecache import recompiles
-    from pytest_compilecache.probe import _user_function
+    from pytest_compilecache.judge import recompiles
+    from pytest_compilecache.child.probe import _user_function
 
     def rearrange_layer(x):
         return x * 2

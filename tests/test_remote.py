@@ -10,7 +10,7 @@ from typing import Iterator
 import pytest
 
 from conftest import RepoRun, run_repo
-from pytest_compilecache.redis_server import RedisServer, alive
+from pytest_compilecache.paths.redis_server import RedisServer, alive
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("redis-server") is None,

@@ -1,8 +1,8 @@
 """The summary table's cells (terminal and job summary)."""
 from __future__ import annotations
 
-from pytest_compilecache import report
-from pytest_compilecache.verdict import CheckResult
+from pytest_compilecache.render import report
+from pytest_compilecache.judge.verdict import CheckResult
 
 
 def test_warm_over_cold_is_a_dash_where_nothing_was_compiled() -> None:

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from conftest import run_repo
-from pytest_compilecache import shard
-from pytest_compilecache.gpus import Slot, SlotPool, cpu_slots, slots_for, visible_gpus
+from pytest_compilecache.render import shard
+from pytest_compilecache.controller.gpus import Slot, SlotPool, cpu_slots, slots_for, visible_gpus
 
 FOUR = '''
 import pytest
@@ -48,7 +48,7 @@ def launcher():
     that forked it."""
     ppid = os.getppid()
     with open(f"/proc/{ppid}/cmdline", "rb") as f:
-        if b"pytest_compilecache.forkserver" in f.read():
+        if b"pytest_compilecache.launch.forkserver" in f.read():
             with open(f"/proc/{ppid}/stat") as g:
                 ppid = int(g.read().rsplit(")", 1)[1].split()[1])
     return ppid

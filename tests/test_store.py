@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import run_repo
-from pytest_compilecache import manifest as mf
-from pytest_compilecache import report
-from pytest_compilecache.store import ManifestStore
+from pytest_compilecache.history import manifest as mf
+from pytest_compilecache.render import report
+from pytest_compilecache.history.store import ManifestStore
 
 JITTER = '''
 import random

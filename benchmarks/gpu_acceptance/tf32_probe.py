@@ -6,7 +6,8 @@ import torch
 import torchvision
 
 sys.path.insert(0, ".")
-from pytest_compilecache import ModelCase, workload as wl  # noqa: E402
+from pytest_compilecache import ModelCase  # noqa: E402
+from pytest_compilecache.child import workload as wl
 
 for tf32 in (True, False):
     torch.backends.cudnn.allow_tf32 = tf32

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from pytest_compilecache.descendants import Contained, kill_below
-from pytest_compilecache.forkserver import VETO, VETO_STATUS
+from pytest_compilecache.launch.descendants import Contained, kill_below
+from pytest_compilecache.launch.forkserver import VETO, VETO_STATUS
 from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV, OWNED
 from pytest_compilecache.lifetime import PHASE_ENV, child_preexec
-from pytest_compilecache.phaselog import STDERR_TAIL_LINES, CappedLog, open_log, read_end
-from pytest_compilecache.phaselog import read_start, tail_of
-from pytest_compilecache.phaselog import useful_tail as useful_tail  # where it was
+from pytest_compilecache.launch.phaselog import STDERR_TAIL_LINES, CappedLog, open_log, read_end
+from pytest_compilecache.launch.phaselog import read_start, tail_of
+from pytest_compilecache.launch.phaselog import useful_tail as useful_tail  # where it was
 
 
 def pytest_child_flags(plugin_loaded: bool, xdist_available: bool) -> List[str]:
@@ -207,7 +207,7 @@ class _Lane:
             self.env[k] = str(own)
         self.log = own / "server.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_compilecache.forkserver", str(self.log)]
+            [sys.executable, "-m", "pytest_compilecache.launch.forkserver", str(self.log)]
             + (["--bare"] if bare else []),
             env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.files import write_json_atomic
-from pytest_compilecache import recompiles
-from pytest_compilecache.manifest import changed_components, drift_lines
-from pytest_compilecache.verdict import LAYERS, CheckResult
+from pytest_compilecache.judge import recompiles
+from pytest_compilecache.history.manifest import changed_components, drift_lines
+from pytest_compilecache.judge.verdict import LAYERS, CheckResult
 
 SCHEMA = "pytest-compilecache/report"
 # 2: the verdict n/a (a warm-start path torch or the workload cannot take), its count

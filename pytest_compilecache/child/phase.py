@@ -17,17 +17,17 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
-from pytest_compilecache import compare
-from pytest_compilecache import confinement
-from pytest_compilecache import float64
+from pytest_compilecache.child import compare
+from pytest_compilecache.child import confinement
+from pytest_compilecache.child import float64
 from pytest_compilecache import lifetime
-from pytest_compilecache import randomness
-from pytest_compilecache import warmstart
-from pytest_compilecache import workload as wl
+from pytest_compilecache.child import randomness
+from pytest_compilecache.paths import warmstart
+from pytest_compilecache.child import workload as wl
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.isolation import IMPORTS_OUT_ENV, job_id_from_env
-from pytest_compilecache.probe import CacheObserver, current_job_id
+from pytest_compilecache.child.probe import CacheObserver, current_job_id
 
 
 class InternalError(Exception):
@@ -69,7 +69,7 @@ class ChildPlugin:
         import before their next fork. Only speed depends on it."""
         out, self._imports_out = self._imports_out, None
         if out:
-            from pytest_compilecache.forkserver import installed_modules
+            from pytest_compilecache.launch.libraries import installed_modules
 
             with contextlib.suppress(Exception):
                 write_json_atomic(Path(out), installed_modules(sys.modules, self._modules_before))

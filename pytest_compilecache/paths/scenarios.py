@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Type
 
 from pytest_compilecache import files as fs
-from pytest_compilecache.verdict import (Carrier, CheckResult, autotune_benchmarks, counter, judge,
+from pytest_compilecache.judge.verdict import (Carrier, CheckResult, autotune_benchmarks, counter, judge,
                                          judge_loaded, recorded)
 
 Records = Dict[str, Dict[str, Any]]     # phase name -> what its child recorded
@@ -344,7 +344,7 @@ class RemoteCaches(ArtifactPath):
         return cls(getattr(settings, "redis", None))
 
     def phase_env(self, plan: PhasePlan) -> Dict[str, str]:
-        from pytest_compilecache.redis_server import RedisServer
+        from pytest_compilecache.paths.redis_server import RedisServer
 
         if self.server is None:
             self.server = (RedisServer.users(self.address) if self.address

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from pytest_compilecache import files as fs
-from pytest_compilecache import keys
-from pytest_compilecache.compare import USABLE_REL
+from pytest_compilecache.judge import keys
+from pytest_compilecache.child.compare import USABLE_REL
 
 LAYERS = ("dynamo_pgo", "aot_autograd", "fx_graph", "kernels", "autotune")
 KEYED = ("aot_autograd", "fx_graph")
@@ -144,7 +144,7 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
         lv = res.layers[name]
         if lv.state in ("miss", "bypass"):
             res.problems.append(f"{name}: {lv.state}" + (f" - {lv.reasons[0]}" if lv.reasons else ""))
-    from pytest_compilecache import recompiles  # it reads this module's types
+    from pytest_compilecache.judge import recompiles  # it reads this module's types
 
     recompiles.judge(res, cc, wc, cold_is_other_code)
     if not any(lv.state in ("hit", "miss", "bypass") for lv in res.layers.values()) \
@@ -262,7 +262,7 @@ def _keyed_layer(layer: str, cc: Dict[str, Any], wc: Dict[str, Any], cfg: Option
 
 def _bypassed(e: Dict[str, Any]) -> str:
     """torch's reason for bypassing the cache, and how to make it cache the graph."""
-    from pytest_compilecache.bypass import fix_for
+    from pytest_compilecache.judge.bypass import fix_for
 
     reason = keys.normalize_reason(e.get("bypass_reason"))
     fix = fix_for(reason)
@@ -456,7 +456,7 @@ def tuning_done(rec: Dict[str, Any]) -> Tuple[Dict[str, List[str]], List[str]]:
     """What a phase (a cache record) really tuned, per kind (`tuning.KINDS`), and for
     each kind no spy could watch on this torch, a note: that kind is not counted, as its
     counter cannot tell (an FX-graph cache hit replays it from the cold compile)."""
-    from pytest_compilecache import tuning
+    from pytest_compilecache.judge import tuning
 
     t = rec.get("tuning") or {}
     seen = tuning.summary(t) or {k: [] for k in tuning.KINDS}
@@ -483,7 +483,7 @@ def _autotune_layer(cc: Dict[str, Any], wc: Dict[str, Any], cold_files: List[str
                     ) -> Tuple[LayerVerdict, List[str]]:
     """The layer, and notes on tuning no cache could have spared (kernels torch keeps
     no tuning result for)."""
-    from pytest_compilecache import tuning
+    from pytest_compilecache.judge import tuning
 
     (cs, _), (ws, degraded) = tuning_done(cc), tuning_done(wc)
     cb, wb = sum(map(len, cs.values())), sum(map(len, ws.values()))
@@ -602,7 +602,7 @@ def _outputs(res: CheckResult, cold: Dict[str, Any], warm: Dict[str, Any],
 def _random(res: CheckResult, cold: Dict[str, Any], warm: Dict[str, Any]) -> None:
     """Say which tensors eager cannot judge because they change with the random seed,
     and what gates them instead."""
-    from pytest_compilecache.randomness import WHY
+    from pytest_compilecache.child.randomness import WHY
 
     for rec in (warm, cold):
         if rec.get("random_note"):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Dict, Iterator, List, Optional
 
-from pytest_compilecache.compare import Outputs, rms
+from pytest_compilecache.child.compare import Outputs, rms
 
 # the seeds the eager reference's random draws get: the reference itself, and the probe
 REFERENCE_SEED = 1234
@@ -63,7 +63,7 @@ def seed_dependent(reference: Outputs, probe: Outputs, again: Optional[Outputs]
     """The tensors of `reference` that `probe` (the same eager step with another seed)
     changes beyond the run-to-run noise that `again` (the same seed once more) shows;
     each with how far the seed moved it, relative to its size."""
-    from pytest_compilecache.compare import assert_close_message
+    from pytest_compilecache.child.compare import assert_close_message
 
     out: List[Dict[str, Any]] = []
     for name in sorted(reference):

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from pytest_compilecache import manifest as mf
+from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.files import write_json_atomic
 
 DEFAULT_DIR = ".compilecache"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from pytest_compilecache import recompiles
-from pytest_compilecache import report as rp
-from pytest_compilecache.verdict import LAYERS, OK_VERDICTS, CheckResult
+from pytest_compilecache.judge import recompiles
+from pytest_compilecache.render import report as rp
+from pytest_compilecache.judge.verdict import LAYERS, OK_VERDICTS, CheckResult
 
 # https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-commands
 # ("Step isolation and limits"): 1 MiB per step summary; keep a margin for what the

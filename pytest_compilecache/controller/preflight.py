@@ -58,7 +58,7 @@ def problems(report: Optional[str], store: Optional[Path], store_option: Optiona
         if why:
             out.append(f"--compile-cache-root={root}: {why}; choose a writable directory "
                        f"for the checks' cache roots")
-    from pytest_compilecache.diskspace import no_space
+    from pytest_compilecache.controller.diskspace import no_space
     from pytest_compilecache.isolation import unsafe_parent
 
     existing = nearest_existing(Path(root or tempfile.gettempdir()))
@@ -83,7 +83,7 @@ def remote_problems(via: "tuple[str, ...]", redis: Optional[str]) -> List[str]:
     import importlib.util
     import shutil
 
-    from pytest_compilecache.redis_server import INSTALL_HINT
+    from pytest_compilecache.paths.redis_server import INSTALL_HINT
 
     if "remote" not in via:
         return []

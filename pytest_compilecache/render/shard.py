@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Set
 
-from pytest_compilecache.report import summarize
+from pytest_compilecache.render.report import summarize
 
 
 def times_from_report(path: str) -> Dict[str, float]:

@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from pytest_compilecache import keys
+from pytest_compilecache.judge import keys
 
 SCHEMA = "pytest-compilecache/manifest"
 SCHEMA_VERSION = 1

@@ -17,7 +17,7 @@ import time
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional
 
-from pytest_compilecache.tuning import TuningSpy
+from pytest_compilecache.judge.tuning import TuningSpy
 
 TRACE_LOGGER = "torch.__trace"
 AOT_LOGGER = "torch._functorch._aot_autograd.autograd_cache"

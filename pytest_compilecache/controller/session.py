@@ -21,22 +21,22 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-from pytest_compilecache import confinement
-from pytest_compilecache import diskspace
+from pytest_compilecache.child import confinement
+from pytest_compilecache.controller import diskspace
 from pytest_compilecache import files as fs
-from pytest_compilecache import manifest as mf
-from pytest_compilecache import report
+from pytest_compilecache.history import manifest as mf
+from pytest_compilecache.render import report
 from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
                                            share_precompiled_headers)
-from pytest_compilecache.launcher import (Launcher, PreloadedLauncher, SubprocessLauncher,
+from pytest_compilecache.launch.launcher import (Launcher, PreloadedLauncher, SubprocessLauncher,
                                           pytest_child_flags)
-from pytest_compilecache.ledger import Ledger
+from pytest_compilecache.controller.ledger import Ledger
 from pytest_compilecache.case import marker_problem
 from pytest_compilecache.options import Settings
-from pytest_compilecache.progress import Progress
-from pytest_compilecache import scenarios
-from pytest_compilecache.scenarios import Scenario
-from pytest_compilecache.verdict import OK_VERDICTS, CheckResult, error_result
+from pytest_compilecache.controller.progress import Progress
+from pytest_compilecache.paths import scenarios
+from pytest_compilecache.paths.scenarios import Scenario
+from pytest_compilecache.judge.verdict import OK_VERDICTS, CheckResult, error_result
 
 MARKER = "compile_cache"
 PCH_DIR_ENV = "PYTEST_COMPILECACHE_PCH_DIR"
@@ -172,7 +172,7 @@ class CompileCacheSession:
                 items[i] = CheckItem.from_parent(item.parent, name=item.name, original=item,
                                                  check_session=self)
         if self.settings.shard:
-            from pytest_compilecache import shard
+            from pytest_compilecache.render import shard
 
             index, count = self.settings.shard
             times = shard.times_from_report(self.settings.shard_times) \
@@ -214,7 +214,7 @@ class CompileCacheSession:
         if getattr(self.config, "workerinput", None) is not None:  # the controller collects nothing
             self.ledger.publish("collected", {"nodeids": self._check_ids})
         if self._check_ids:  # what collecting the test modules imported, the phases import
-            from pytest_compilecache.forkserver import installed_libraries
+            from pytest_compilecache.launch.libraries import installed_libraries
 
             self.launcher.preload(installed_libraries(sys.modules))
 
@@ -226,7 +226,7 @@ class CompileCacheSession:
         if not self.settings.baseline or self.settings.baseline_warm or not self.results \
                 or self.store_path is None:
             return []
-        from pytest_compilecache.store import ManifestStore
+        from pytest_compilecache.history.store import ManifestStore
 
         try:
             sha = self.baseline().commit["sha"]
@@ -388,20 +388,20 @@ class CompileCacheSession:
     @functools.cached_property
     def store_path(self) -> Optional[Path]:
         """Resolved on first use: finding the git root is no work for pytest start-up."""
-        from pytest_compilecache.store import DEFAULT_DIR
+        from pytest_compilecache.history.store import DEFAULT_DIR
 
         chosen = self.settings.store
         if chosen and chosen.lower() == "none":
             return None
         if chosen:
             return Path(self.config.invocation_params.dir) / chosen
-        from pytest_compilecache import history
+        from pytest_compilecache.history import git as history
 
         return (history.repo_root(self.config.rootpath) or self.config.rootpath) / DEFAULT_DIR
 
     def commit(self) -> Dict[str, Any]:
         if self._commit is None:
-            from pytest_compilecache import history
+            from pytest_compilecache.history import git as history
 
             self._commit = history.commit_info(self.config.rootpath)
         return self._commit
@@ -410,7 +410,7 @@ class CompileCacheSession:
                      result: CheckResult) -> None:
         if self.store_path is None or not entry["graphs"]:
             return
-        from pytest_compilecache.store import ManifestStore
+        from pytest_compilecache.history.store import ManifestStore
 
         store = ManifestStore(self.store_path)
         self.manifest_paths.add(store.merge(self.commit(), mf.environment_of(cold), {nodeid: entry}))
@@ -424,9 +424,9 @@ class CompileCacheSession:
 
     def baseline(self) -> Any:
         if self._baseline is None:
-            from pytest_compilecache import history
-            from pytest_compilecache.baseline import Baseline
-            from pytest_compilecache.store import DEFAULT_DIR, ManifestStore
+            from pytest_compilecache.history import git as history
+            from pytest_compilecache.history.baseline import Baseline
+            from pytest_compilecache.history.store import DEFAULT_DIR, ManifestStore
 
             repo = history.require_root(self.config.rootpath)
             store = ManifestStore(self.store_path or repo / DEFAULT_DIR)
@@ -517,7 +517,7 @@ class CompileCacheSession:
         if phase != "warm":
             share_precompiled_headers(root, env, self._pch_dir())
         if tree is not None:
-            from pytest_compilecache.baseline import tree_env
+            from pytest_compilecache.history.baseline import tree_env
 
             env = tree_env(env, tree)
             cwd = tree
@@ -537,7 +537,7 @@ class CompileCacheSession:
                                              root.phases / f"{phase}.log", self.settings.timeout,
                                              lane=0 if phase == "cold" else 1)
         except Exception as e:  # a lease timeout or an unusable lock dir: this check errors
-            from pytest_compilecache.gpus import LeaseTimeout
+            from pytest_compilecache.controller.gpus import LeaseTimeout
 
             if not isinstance(e, (LeaseTimeout, OSError)):
                 raise
@@ -553,7 +553,7 @@ class CompileCacheSession:
             self._launch_notes.append(f"the {phase} phase ran in a fresh interpreter, not forked "
                                       f"from a preloaded one: {launched.fresh_because}")
         if launched.leftovers:  # ended, and said: a phase's daemon never outlives it
-            from pytest_compilecache.descendants import leftovers_note
+            from pytest_compilecache.launch.descendants import leftovers_note
 
             self._launch_notes.append(leftovers_note(phase, launched.leftovers))
         timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
@@ -599,7 +599,7 @@ class CompileCacheSession:
     # -- device slots --------------------------------------------------------------------
     def slot_pool(self) -> Any:
         if self._pool is None:
-            from pytest_compilecache import gpus
+            from pytest_compilecache.controller import gpus
 
             s = self.settings
             devices: List[str] = []
@@ -667,8 +667,8 @@ class CompileCacheSession:
 
     def adopt_dirs(self, workerinput: Dict[str, Any]) -> None:
         """In an xdist worker: the controller's results, lock and header dirs."""
-        from pytest_compilecache.gpus import LOCK_DIR_ENV
-        from pytest_compilecache.ledger import RESULTS_DIR_ENV
+        from pytest_compilecache.controller.gpus import LOCK_DIR_ENV
+        from pytest_compilecache.controller.ledger import RESULTS_DIR_ENV
 
         dirs = workerinput.get("compilecache_dirs") or {}
         self.ledger = Ledger(dirs.get("results") or os.environ.get(RESULTS_DIR_ENV))
@@ -828,7 +828,7 @@ def _deselect(config: pytest.Config, items: List[pytest.Item], keep: Any) -> Non
 def lock_dir(chosen: Optional[str]) -> str:
     """The slot-lock directory: the option, else the one the controller made for this
     session (inherited by xdist workers and recording sessions through the env)."""
-    from pytest_compilecache.gpus import LOCK_DIR_ENV, shared_lock_dir
+    from pytest_compilecache.controller.gpus import LOCK_DIR_ENV, shared_lock_dir
 
     if chosen:
         return str(shared_lock_dir(Path(chosen)))

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from pytest_compilecache import history
-from pytest_compilecache import manifest as mf
+from pytest_compilecache.history import git as history
+from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
-from pytest_compilecache.launcher import SubprocessLauncher, pytest_child_flags
-from pytest_compilecache.store import ManifestStore
+from pytest_compilecache.launch.launcher import SubprocessLauncher, pytest_child_flags
+from pytest_compilecache.history.store import ManifestStore
 
 
 def _entry_point_installed() -> bool:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from pytest_compilecache.markdown import overall_verdict
-from pytest_compilecache.report import summarize
-from pytest_compilecache.verdict import LAYERS, OK_VERDICTS, CheckResult
+from pytest_compilecache.render.markdown import overall_verdict
+from pytest_compilecache.render.report import summarize
+from pytest_compilecache.judge.verdict import LAYERS, OK_VERDICTS, CheckResult
 
 # actions/toolkit docs/problem-matchers.md ("Limitations"): 10 error, 10 warning and 10
 # notice annotations per step, 50 per job; the rest are dropped silently.
@@ -124,7 +124,7 @@ def outputs(data: Dict[str, Any], report_path: str = "") -> Dict[str, str]:
 
 
 def _env_id(results: Sequence[CheckResult]) -> str:
-    from pytest_compilecache import manifest as mf
+    from pytest_compilecache.history import manifest as mf
 
     for r in results:
         if r.versions:

@@ -11,7 +11,7 @@ import sys
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from pytest_compilecache.case import ModelCase
-from pytest_compilecache.compare import Outputs
+from pytest_compilecache.child.compare import Outputs
 
 
 def resolve_device(requested: str) -> str:
@@ -48,7 +48,7 @@ def environment_of_python(device: str, python: str = sys.executable) -> Dict[str
     import json
     import subprocess
 
-    code = ("import json, sys; from pytest_compilecache.workload import environment; "
+    code = ("import json, sys; from pytest_compilecache.child.workload import environment; "
             "print(json.dumps(environment(sys.argv[1])))")
     out = subprocess.run([python, "-c", code, device], capture_output=True, text=True,
                          check=True)
@@ -59,7 +59,7 @@ def environment(requested_device: str) -> Dict[str, Any]:
     """The manifest environment of this interpreter, as a check child records it."""
     import torch
 
-    from pytest_compilecache.manifest import environment as env_of
+    from pytest_compilecache.history.manifest import environment as env_of
 
     device = resolve_device(requested_device)
     name = torch.cuda.get_device_name() if device == "cuda" else None
@@ -119,7 +119,7 @@ class Recorder:
         if self.active and self.depth == 1 and self.reseed is not None:
             import torch
 
-            from pytest_compilecache.randomness import rng_state
+            from pytest_compilecache.child.randomness import rng_state
 
             self._saved.append(rng_state())
             torch.manual_seed(self.reseed + self._calls)
@@ -128,7 +128,7 @@ class Recorder:
         """A compiled call returned `value`: recorded if it was the outermost one."""
         self.depth = max(0, self.depth - 1)
         if self.depth == 0 and self._saved:
-            from pytest_compilecache.randomness import set_rng_state
+            from pytest_compilecache.child.randomness import set_rng_state
 
             set_rng_state(self._saved.pop())
         if self.depth == 0 and record:

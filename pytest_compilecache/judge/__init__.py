@@ -1,0 +1,3 @@
+"""The rules that turn phase records into a check's verdict: the cache layers, recompiles,
+keys, bypasses, autotuning. Pure.
+"""
