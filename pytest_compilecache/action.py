@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.render import gha
 from pytest_compilecache.render import markdown
-from pytest_compilecache.judge.verdict import OK_VERDICTS
+from pytest_compilecache.model import OK_VERDICTS
 
 FAIL_ON = ("fail", "drift", "never")
 SESSION_OK = (0, 1, 5)  # pytest: all passed, some failed, none collected

@@ -98,7 +98,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                  gha.output_lines(gha.outputs(data, args.file)))
         print("\n".join(lines))
         return EXIT_OK
-    from pytest_compilecache.judge.verdict import OK_VERDICTS, CheckResult
+    from pytest_compilecache.model import OK_VERDICTS, CheckResult
 
     results = [CheckResult.from_json(c) for c in data.get("checks", [])]
     commit = data.get("commit") or {}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, List
 
 import pytest
 
@@ -20,4 +21,28 @@ def pytest_compilecache_between_phases(item: pytest.Item, cache_root: Path) -> N
                 ...
 
     .. versionadded:: 0.1
+    """
+
+
+@pytest.hookspec
+def pytest_compilecache_warm_start_paths() -> List[Any]:  # type: ignore[empty-body]
+    """Return warm-start path classes to add to ``--compile-cache-via``.
+
+    Each is a subclass of ``pytest_compilecache.paths.WarmStartPath`` (or of a built-in
+    path, such as ``pytest_compilecache.paths.local.LocalRestart``) with a ``name`` and
+    ``via`` of its own: its phases, its environment and its rule run in the controller,
+    its ``before`` / ``compile`` / ``after`` in each phase process, where the hook is
+    called again. Its results are reported under its ``via``::
+
+        # conftest.py
+        from pytest_compilecache.paths.local import LocalRestart
+
+        class Nightly(LocalRestart):
+            name = via = "nightly"
+            summary = "nightly (the local restart with our serving flags)"
+
+        def pytest_compilecache_warm_start_paths():
+            return [Nightly]
+
+    .. versionadded:: 0.2
     """

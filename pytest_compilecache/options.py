@@ -104,18 +104,19 @@ def parse_job_id(value: str) -> str:
     return v
 
 
-# the warm-start paths of scenarios.REGISTRY and warmstart.REGISTRY (a test keeps them in sync)
-VIAS = ("local", "mega", "precompile", "aot", "aoti", "remote")
-
-
 def parse_via(value: str) -> Tuple[str, ...]:
-    """Comma-separated warm-start paths, each checked for every check."""
+    """Comma-separated warm-start paths, each checked for every check; the names are
+    checked against the paths' registry at configure (a plugin may add some)."""
     names = tuple(dict.fromkeys(p.strip().lower() for p in value.split(",") if p.strip()))
-    bad = [n for n in names if n not in VIAS]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(
-            f"{value!r}: the warm-start paths are {', '.join(VIAS)} (comma-separated)")
+    if not names:
+        raise argparse.ArgumentTypeError(f"{value!r}: name at least one warm-start path")
     return names
+
+
+def _via_help() -> str:
+    from pytest_compilecache import paths
+
+    return paths.via_help()
 
 
 LAUNCHERS = ("preloaded", "fresh")
@@ -129,7 +130,7 @@ def parse_launcher(value: str) -> str:
 
 
 # name, ini type, default, parser, help
-_VALUED = (
+_VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
     ("report", "string", None, str,
      "write a versioned JSON report of every compile-cache check to PATH"),
     ("device", "string", "auto", parse_device,
@@ -146,15 +147,7 @@ _VALUED = (
      "the PGO job id the phases run with: inherit (default: the user's "
      "TORCH_COMPILE_JOB_ID or none, as production starts), per-check (one the plugin "
      "makes per check), or VALUE for a deployment that sets one which CI does not"),
-    ("via", "string", "local", parse_via,
-     "the warm-start paths checked, each with a verdict of its own (n/a where torch or the "
-     "workload cannot take one): local (restart over the same cache dirs); carried to an "
-     "empty cache root at another path and loaded there: mega "
-     "(torch.compiler.save_cache_artifacts, torch 2.7+), precompile (the same with "
-     "TORCH_CACHING_PRECOMPILE=1, 2.9+), aot (aot_compile + save_compiled_function, "
-     "ModelCase, fullgraph), aoti (torch.export + AOTInductor package, ModelCase inference), "
-     "remote (torch's Redis remote caches: a new machine with an empty disk); "
-     "comma-separated"),
+    ("via", "string", "local", parse_via, _via_help),
     ("redis", "string", None, str,
      "HOST:PORT of the Redis server the remote path uses (default: a private redis-server "
      "per session, emptied before each check's cold run; your own server's existing "
@@ -234,9 +227,10 @@ def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., An
         addoption(f"--{prefix}{name}", action="store_true",
                   dest="compile_cache_" + name.replace("-", "_"), default=False, help=help_)
     for name, _, default, parser, help_ in _VALUED:
+        text = help_() if callable(help_) else help_  # derived from a registry
         shown = argparse.SUPPRESS if name in NO_INI else (
-            help_ + (f" (default: {default})" if default not in (None, "")
-                     and "default" not in help_ else ""))
+            text + (f" (default: {default})" if default not in (None, "")
+                    and "default" not in text else ""))
         addoption(f"--{prefix}{name}", dest="compile_cache_" + name.replace("-", "_"),
                   default=None, type=parser,
                   metavar=_METAVARS.get(name, name.split("-")[-1].upper()), help=shown)
@@ -246,7 +240,8 @@ def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., An
                    default=False)
         for name, kind, default, _, help_ in _VALUED:
             if name not in NO_INI:
-                addini("compile_cache_" + name.replace("-", "_"), help=help_, type=kind,
+                addini("compile_cache_" + name.replace("-", "_"),
+                       help=help_() if callable(help_) else help_, type=kind,
                        default=default)
 
 

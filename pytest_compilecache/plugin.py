@@ -39,9 +39,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
         os.environ.pop(CHILD_SPEC_ENV)  # not for the test's own subprocesses
         spec = load_spec(spec_path)
+        from pytest_compilecache import paths
+
+        path_cls = paths.registry(config.pluginmanager)[spec.get("path") or "local"]
         forked_by = os.environ.pop(lifetime.LAUNCHER_PID_ENV, None)
         lifetime.die_with_launcher(int(forked_by) if forked_by else spec.get("launcher_pid"))
-        child = ChildPlugin(spec)
+        child = ChildPlugin(spec, path_cls())
         child.configure()
         config.stash[_SESSION] = child
         config.pluginmanager.register(child, "compilecache-child")
@@ -51,10 +54,15 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = Settings.from_config(config)
     except (ValueError, argparse.ArgumentTypeError) as e:
         raise pytest.UsageError(str(e)) from None
+    if settings.check or settings.via != ("local",):
+        _check_paths(config, settings.via)
     if not settings.check:
         return
-    lifetime.interrupt_on_sigterm(forward=not hasattr(config, "workerinput"))
-    if hasattr(config, "workerinput"):  # an xdist worker ends with its controller
+    from pytest_compilecache.controller.role import Role, role_of
+
+    role = role_of(config)
+    lifetime.interrupt_on_sigterm(forward=role is not Role.WORKER)
+    if role is Role.WORKER:  # an xdist worker ends with its controller
         lifetime.parent_death_signal()
     if settings.baseline:
         _check_baseline(config, settings.baseline)
@@ -63,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_compilecache.controller.session import CompileCacheSession, lock_dir
 
     session = CompileCacheSession(config, settings)
-    if not hasattr(config, "workerinput"):  # the controller: workers inherit its dirs
+    if role is not Role.WORKER:  # the controller: workers inherit its dirs
         from pytest_compilecache.controller import preflight
 
         found = preflight.problems(settings.report, session.store_path, settings.store,
@@ -81,9 +89,21 @@ def pytest_configure(config: pytest.Config) -> None:
         session.open_pch_dir()
         session.ledger = Ledger(open_results_dir())
     else:
-        session.adopt_dirs(config.workerinput)
+        session.adopt_dirs(getattr(config, "workerinput", {}))
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "compilecache-session")
+
+
+def _check_paths(config: pytest.Config, vias: Any) -> None:
+    """A path nobody registered, or a hook's path that is no path, is a usage error."""
+    from pytest_compilecache import paths
+
+    try:
+        unknown = paths.unknown_via(vias, paths.registry(config.pluginmanager))
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+    if unknown:
+        raise pytest.UsageError(unknown)
 
 
 def _check_baseline(config: pytest.Config, rev: str) -> None:

@@ -272,21 +272,21 @@ def test_a_warm_process_that_dies_in_the_loader_is_the_path_failing() -> None:
     """AOTInductor packages built on an H100 (torch 2.11+cu130) crash every fresh process
     that loads them, even a 3-layer MLP without the plugin (aoti_load_probe.py): that is
     the path failing on this machine, not an error of the plugin or the model."""
-    from pytest_compilecache.paths import scenarios
-    from pytest_compilecache.judge.verdict import error_result
+    from pytest_compilecache import paths
+    from pytest_compilecache.model import error_result
 
     tail = ('  File ".../torch/_inductor/__init__.py", line 267 in aoti_load_package\n'
-            '  File ".../pytest_compilecache/paths/warmstart.py", line 229 in compile')
+            '  File ".../pytest_compilecache/paths/aoti.py", line 62 in compile')
 
     def crash():
         return error_result("t.py::test_m", "warm", "crashed or exited early (exit code -11) "
                             "without a result (peak resident memory 802 MB)", tail, {})
 
-    res = scenarios.REGISTRY["aoti"]().failed("warm", {}, crash())
+    res = paths.builtin()["aoti"]().failed("warm", {}, crash())
     assert res.verdict == "fail"
     assert res.problems[0].startswith("aoti: the warm process died inside torch's "
                                       "aoti_load_package (warm phase crashed"), res.problems
     assert "aoti_load_package" in (res.error or "")  # the log tail stays for the details
     other = error_result("t.py::test_m", "warm", "failed", "Traceback: ValueError", {})
-    assert scenarios.REGISTRY["aoti"]().failed("warm", {}, other).verdict == "error"
-    assert scenarios.REGISTRY["local"]().failed("warm", {}, crash()).verdict == "error"
+    assert paths.builtin()["aoti"]().failed("warm", {}, other).verdict == "error"
+    assert paths.builtin()["local"]().failed("warm", {}, crash()).verdict == "error"

@@ -68,14 +68,22 @@ def test_via_goes_with_neither_deploy_nor_recording(pytester: pytest.Pytester) -
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
-def test_every_path_option_has_a_scenario() -> None:
-    from pytest_compilecache import options
-    from pytest_compilecache.paths import scenarios
+def test_every_path_is_one_class_with_both_sides() -> None:
+    """One registry: each built-in path judges its phases and is offered by
+    --compile-cache-via's help exactly when it is selectable."""
+    from pytest_compilecache import paths
+    from pytest_compilecache.paths.base import WarmStartPath
 
-    from pytest_compilecache.paths import warmstart
-
-    vias = {cls.via for cls in scenarios.REGISTRY.values()}
-    assert set(options.VIAS) == vias == set(warmstart.REGISTRY)
+    reg = paths.builtin()
+    assert paths.selectable(reg) == ["local", "mega", "precompile", "aot", "aoti", "remote"]
+    assert {"deploy", "record"} <= set(reg)
+    for name, cls in reg.items():
+        assert cls.name == name and cls.phases, name
+        assert cls.judge is not WarmStartPath.judge, name
+        if cls.selectable:
+            assert cls.summary.split(" ")[0] == name and f" {cls.summary}" in paths.via_help()
+        else:
+            assert not cls.summary and f" {name} (" not in paths.via_help(), name
 
 
 def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -137,6 +145,7 @@ def pytest_sessionfinish(session):
 """
 
 
+@pytest.mark.slow  # a real hang, waited out to its timeout: about 40 s
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["no-xdist", "xdist"])
 def test_crash_and_hang_are_errors_and_the_session_goes_on(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list) -> None:

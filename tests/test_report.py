@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pytest_compilecache.render import report
-from pytest_compilecache.judge.verdict import CheckResult
+from pytest_compilecache.model import CheckResult
 
 
 def test_warm_over_cold_is_a_dash_where_nothing_was_compiled() -> None:

@@ -22,7 +22,7 @@ from pytest_compilecache.child import confinement
 from pytest_compilecache.child import float64
 from pytest_compilecache import lifetime
 from pytest_compilecache.child import randomness
-from pytest_compilecache.paths import warmstart
+from pytest_compilecache.paths.base import ArtifactFailed, NotApplicable, WarmStartPath
 from pytest_compilecache.child import workload as wl
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.files import write_json_atomic
@@ -35,7 +35,7 @@ class InternalError(Exception):
 
 
 class ChildPlugin:
-    def __init__(self, spec: Dict[str, Any]) -> None:
+    def __init__(self, spec: Dict[str, Any], path: WarmStartPath) -> None:
         self.spec = spec
         self.recorder = wl.Recorder()
         self.observer = CacheObserver()
@@ -51,7 +51,7 @@ class ChildPlugin:
         # the job id this process started with; the test or model may set another in code
         self._job_at_start = job_id_from_env(os.environ)
         # the warm-start path checked, and what it saved or loaded
-        self.path = warmstart.REGISTRY[spec.get("via") or "local"]()
+        self.path = path
         self.artifact_path = Path(spec.get("artifact_path") or os.devnull)
         self.artifact: Dict[str, Any] = {}
         if spec.get("artifact"):
@@ -141,7 +141,7 @@ class ChildPlugin:
     def save_artifact(self) -> None:
         """After the workload: the cold process saves; either records what it did."""
         if self.spec.get("artifact"):
-            with self.step(f"recording the {self.path.name} path after the workload"):
+            with self.step(f"recording the {self.path.via} path after the workload"):
                 self.path.after(self.spec["phase"], self.artifact_path, self.artifact)
 
     # -- the check -----------------------------------------------------------------
@@ -182,14 +182,14 @@ class ChildPlugin:
                     try:
                         fn = self.path.compile(phase, self.artifact_path, self._original_compile(),
                                                model, case, kwargs, inputs, ckw, self.artifact)
-                    except warmstart.NotApplicable as e:
+                    except NotApplicable as e:
                         self.artifact["na"] = str(e)
-                    except warmstart.ArtifactFailed as e:
+                    except ArtifactFailed as e:
                         self.artifact["error"] = str(e)
                     except Exception:
-                        if self.path.name == "local":
+                        if self.path.via == "local":
                             raise
-                        self.artifact["error"] = (f"the {self.path.name} path failed to build or "
+                        self.artifact["error"] = (f"the {self.path.via} path failed to build or "
                                                   f"load its artifact:\n"
                                                   + traceback.format_exc(limit=6))
                     if self.artifact.get("na") or self.artifact.get("error"):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Set
 
 from pytest_compilecache.files import write_json_atomic
-from pytest_compilecache.judge.verdict import CheckResult
+from pytest_compilecache.model import CheckResult
 
 RESULTS_DIR_ENV = "PYTEST_COMPILECACHE_RESULTS_DIR"
 

@@ -21,6 +21,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from pytest_compilecache.judge import keys
+from pytest_compilecache.model import KEYED
 
 SCHEMA = "pytest-compilecache/manifest"
 SCHEMA_VERSION = 1
@@ -57,7 +58,7 @@ def check_entry(cache: Dict[str, Any], verdict: str) -> Dict[str, Any]:
     """The manifest entry of one check from a cold child's `cache` record."""
     graphs: Dict[str, Dict[str, Any]] = {}
     for cid, by_layer in sorted((cache.get("graphs") or {}).items()):
-        for layer in ("aot_autograd", "fx_graph"):
+        for layer in KEYED:
             for e in by_layer.get(layer, []):
                 row = {"layer": layer, "compile_id": cid, "backward": e.get("backward", False),
                        "key": e.get("key"), "state": e.get("state"),

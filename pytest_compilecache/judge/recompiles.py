@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 if TYPE_CHECKING:
-    from pytest_compilecache.judge.verdict import CheckResult
+    from pytest_compilecache.model import CheckResult
 
 # guards automatic dynamic (and so a saved PGO profile) turns into one dynamic graph
 SHAPE_GUARDS = ("size mismatch", "stride mismatch")

@@ -8,79 +8,16 @@ warm run shows no cache event at all fails.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from pytest_compilecache import files as fs
-from pytest_compilecache.judge import keys
+from pytest_compilecache.judge import keys, recompiles
 from pytest_compilecache.child.compare import USABLE_REL
+from pytest_compilecache.model import KEYED, LAYERS, CheckResult, LayerVerdict
 
-LAYERS = ("dynamo_pgo", "aot_autograd", "fx_graph", "kernels", "autotune")
-KEYED = ("aot_autograd", "fx_graph")
-# verdicts that fail nothing: n/a is a warm-start path this torch or workload cannot take
-OK_VERDICTS = ("pass", "recorded", "n/a")
-# warm-vs-cold differences below this are the size of reordered float atomics, not of a
-# wrong kernel (seen on an H200: 1.8e-7 in BERT's embedding grad, 4.2e-7 in MobileNet's)
 TINY_DIFF = 1e-5
-
-
-@dataclass
-class LayerVerdict:
-    state: str                 # hit | miss | bypass | off | n/a
-    cold: str = ""             # what the cold run did, e.g. "miss 2, saved 2"
-    warm: str = ""             # what the warm run did
-    reasons: List[str] = field(default_factory=list)
-    files: List[str] = field(default_factory=list)  # files the warm run added
-
-
-@dataclass
-class CheckResult:
-    nodeid: str
-    verdict: str               # pass | fail | error
-    device: Optional[str] = None
-    device_name: Optional[str] = None
-    form: Optional[str] = None
-    versions: Dict[str, Any] = field(default_factory=dict)
-    layers: Dict[str, LayerVerdict] = field(default_factory=dict)
-    graphs: List[Dict[str, Any]] = field(default_factory=list)
-    outputs: Dict[str, Any] = field(default_factory=dict)
-    timings: Dict[str, Optional[float]] = field(default_factory=dict)
-    problems: List[str] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
-    error: Optional[str] = None
-    cache_root: Optional[str] = None
-    drift: Dict[str, Any] = field(default_factory=dict)    # against --compile-cache-baseline
-    repeat: Dict[str, Any] = field(default_factory=dict)   # second cold run, relocated
-    leases: List[Dict[str, Any]] = field(default_factory=list)  # device slot per phase
-    job_id: Dict[str, Any] = field(default_factory=dict)  # PGO job id per phase, and its source
-    location: Dict[str, Any] = field(default_factory=dict)  # test file (rootdir-relative), line
-    via: str = "local"  # the warm-start path checked (--compile-cache-via)
-    dynamo: Dict[str, Any] = field(default_factory=dict)  # per phase: recompiles.summarize
-    launch: Dict[str, str] = field(default_factory=dict)  # per phase: forked or fresh
-
-    @property
-    def label(self) -> str:
-        """The node id, and the warm-start path when it is not the local restart."""
-        return self.nodeid if self.via == "local" else f"{self.nodeid} [via {self.via}]"
-
-    def to_json(self) -> Dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> "CheckResult":
-        names = {f.name for f in fields(cls)}  # a newer report's extra keys are skipped
-        d = {k: v for k, v in data.items() if k in names}
-        d["layers"] = {k: LayerVerdict(**v) for k, v in (d.get("layers") or {}).items()}
-        return cls(**d)
-
-
-def error_result(nodeid: str, phase: str, why: str, log_tail: str,
-                 timings: Dict[str, Optional[float]]) -> CheckResult:
-    text = f"{phase} phase {why}"
-    if log_tail:
-        text += "\n--- last lines of its output ---\n" + log_tail
-    return CheckResult(nodeid=nodeid, verdict="error", error=text, timings=timings)
 
 
 def recorded(nodeid: str, cold: Dict[str, Any], timings: Dict[str, Optional[float]]
@@ -144,7 +81,6 @@ def judge(nodeid: str, cold: Dict[str, Any], warm: Dict[str, Any], cold_snap: fs
         lv = res.layers[name]
         if lv.state in ("miss", "bypass"):
             res.problems.append(f"{name}: {lv.state}" + (f" - {lv.reasons[0]}" if lv.reasons else ""))
-    from pytest_compilecache.judge import recompiles  # it reads this module's types
 
     recompiles.judge(res, cc, wc, cold_is_other_code)
     if not any(lv.state in ("hit", "miss", "bypass") for lv in res.layers.values()) \

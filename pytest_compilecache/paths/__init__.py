@@ -1,3 +1,89 @@
-"""The warm-start paths (--compile-cache-via): the phases each plans and judges, and what the
-child loads, compiles and saves for each.
+"""The warm-start paths (--compile-cache-via), one module each, both sides of a path in
+one class (`base.WarmStartPath`): the phases the controller plans and judges, and what
+the phase child loads, compiles and saves. One registry, which the options, the report
+and the docs derive from; a plugin or conftest.py adds a path through the
+`pytest_compilecache_warm_start_paths` hook, in the controller and the phase child alike.
 """
+from __future__ import annotations
+
+import importlib
+from typing import Any, Dict, List, Optional, Type
+
+from pytest_compilecache.paths.base import WarmStartPath
+
+# the modules of the paths this package brings, in --help's order
+BUILTIN = ("local", "mega", "precompile", "aot", "aoti", "remote", "deploy", "record")
+
+Registry = Dict[str, Type[WarmStartPath]]
+
+
+def builtin() -> Registry:
+    """The paths this package brings, by name (pure Python: no torch is imported)."""
+    reg: Registry = {}
+    for module in BUILTIN:
+        mod = importlib.import_module(f"pytest_compilecache.paths.{module}")
+        for cls in vars(mod).values():
+            if isinstance(cls, type) and issubclass(cls, WarmStartPath) and cls.name \
+                    and cls.__module__ == mod.__name__:
+                reg[cls.name] = cls
+    return reg
+
+
+def registry(pluginmanager: Optional[Any] = None) -> Registry:
+    """The built-in paths and those the hook adds; a hook's path that is not a
+    WarmStartPath or reuses a name is a usage error naming it (ValueError)."""
+    reg = builtin()
+    if pluginmanager is None:
+        return reg
+    for found in pluginmanager.hook.pytest_compilecache_warm_start_paths():
+        for cls in found or ():
+            where = f"{getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', cls)!s}"
+            if not (isinstance(cls, type) and issubclass(cls, WarmStartPath)):
+                raise ValueError(f"pytest_compilecache_warm_start_paths returned {where}, "
+                                 f"which is not a subclass of "
+                                 f"pytest_compilecache.paths.WarmStartPath")
+            if not cls.name or (cls.name in reg and reg[cls.name] is not cls):
+                raise ValueError(f"pytest_compilecache_warm_start_paths: {where} needs a name "
+                                 f"of its own (set `name` and `via`; taken: "
+                                 f"{', '.join(sorted(reg))})")
+            reg[cls.name] = cls
+    return reg
+
+
+def selectable(reg: Registry) -> List[str]:
+    """The names --compile-cache-via takes."""
+    return [name for name, cls in reg.items() if cls.selectable]
+
+
+def unknown_via(vias: Any, reg: Registry) -> Optional[str]:
+    """The usage error of a --compile-cache-via that names a path nobody registered."""
+    if all(v in reg and reg[v].selectable for v in vias):
+        return None
+    return (f"--compile-cache-via: {','.join(vias)!r}: the warm-start paths are "
+            f"{', '.join(selectable(reg))} (comma-separated)")
+
+
+def for_settings(settings: Any, reg: Registry) -> List[WarmStartPath]:
+    """The paths the options ask for: recording, the deploy scenario, or each
+    warm-start path of --compile-cache-via (default: the local restart alone)."""
+    if settings.manifest_only:
+        return [reg["record"].from_settings(settings)]
+    if settings.baseline_warm:
+        return [reg["deploy"].from_settings(settings)]
+    return [reg[v].from_settings(settings) for v in settings.via]
+
+
+def via_help() -> str:
+    """--compile-cache-via's help, from the built-in paths' summaries."""
+    from pytest_compilecache.paths.artifact import ArtifactPath
+
+    reg = builtin()
+    local = [c.summary for c in reg.values() if c.selectable and not issubclass(c, ArtifactPath)]
+    carried = [c.summary for c in reg.values() if c.selectable and issubclass(c, ArtifactPath)]
+    return ("the warm-start paths checked, each with a verdict of its own (n/a where torch "
+            "or the workload cannot take one): " + ", ".join(local) + "; carried to an "
+            "empty cache root at another path and loaded there: " + ", ".join(carried)
+            + "; comma-separated")
+
+
+__all__ = ["WarmStartPath", "builtin", "registry", "selectable", "for_settings", "via_help"]

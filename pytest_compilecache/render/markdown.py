@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.render import report as rp
-from pytest_compilecache.judge.verdict import LAYERS, OK_VERDICTS, CheckResult
+from pytest_compilecache.model import LAYERS, OK_VERDICTS, SHORT_MD, CheckResult
 
 # https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-commands
 # ("Step isolation and limits"): 1 MiB per step summary; keep a margin for what the
@@ -23,8 +23,6 @@ _CELL = {"hit": "✅ hit", "miss": "❌ miss", "bypass": "⚠️ bypass", "n/a":
          "off": "➖ off"}
 _VERDICT = {"pass": "✅", "fail": "❌", "error": "🔥", "recorded": "📝", "n/a": "➖", "not run": "⏹️",
             "skipped": "➖"}
-_SHORT = {"dynamo_pgo": "PGO", "aot_autograd": "AOT", "fx_graph": "FX", "kernels": "kernels",
-          "autotune": "autotune"}
 FAILURE_LINES = 200  # a failure's details before the budget shortens them further
 DRIFT_ROWS = 300
 
@@ -97,7 +95,7 @@ def title(data: Dict[str, Any], results: Sequence[CheckResult]) -> List[str]:
 
 
 def table(results: Sequence[CheckResult], passing: bool = True) -> List[str]:
-    head = "| check | verdict | " + " | ".join(_SHORT[n] for n in LAYERS) + \
+    head = "| check | verdict | " + " | ".join(SHORT_MD[n] for n in LAYERS) + \
         " | cold s | warm s | warm/cold |"
     lines = [head, "|" + "---|" * (len(LAYERS) + 5)]
     for r in results:

@@ -13,13 +13,11 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.history.manifest import changed_components, drift_lines
-from pytest_compilecache.judge.verdict import LAYERS, CheckResult
+from pytest_compilecache.model import LAYERS, SHORT, CheckResult
 
 SCHEMA = "pytest-compilecache/report"
 # 2: the verdict n/a (a warm-start path torch or the workload cannot take), its count
 SCHEMA_VERSION = 2
-_SHORT = {"dynamo_pgo": "pgo", "aot_autograd": "aot", "fx_graph": "fx", "kernels": "kernels",
-          "autotune": "autotune"}
 
 
 def now() -> str:
@@ -136,7 +134,7 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
         return []
     width = min(60, max(len("check"), *(len(r.label) for r in results)))
     head = f"{'check':<{width}} {'verdict':<7} " + " ".join(
-        f"{_SHORT[n]:<8}" for n in LAYERS) + f" {'cold s':>7} {'warm s':>7} {'warm/cold':>9}"
+        f"{SHORT[n]:<8}" for n in LAYERS) + f" {'cold s':>7} {'warm s':>7} {'warm/cold':>9}"
     lines = [head]
     for r in results:
         name = r.label if len(r.label) <= width else "…" + r.label[-(width - 1):]

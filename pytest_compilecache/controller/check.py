@@ -1,0 +1,310 @@
+"""The run of one check under one warm-start path: its phases in their private cache
+roots, the rule of the path over their records, then what the session keeps of it (keys,
+the repeat run, the baseline's drift). Everything one check holds while it runs (roots,
+records, leases, launches, notes) lives here, none of it on the session.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
+
+from pytest_compilecache import files as fs
+from pytest_compilecache.child import confinement
+from pytest_compilecache.controller import diskspace
+from pytest_compilecache.controller.item import CheckItem
+from pytest_compilecache.controller.outcome import blame_full_disk, phase_outcome
+from pytest_compilecache.history import manifest as mf
+from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
+                                           share_precompiled_headers)
+from pytest_compilecache.model import OK_VERDICTS, CheckResult, error_result
+from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
+
+if TYPE_CHECKING:
+    from pytest_compilecache.controller.session import CompileCacheSession
+
+Timings = Dict[str, Optional[float]]
+
+
+class CheckRun:
+    """One check, one path. `run()` always returns a result: an exception on this side
+    is an `error` naming the controller (or the machine, for a refused write), never a
+    check missing from the report."""
+
+    def __init__(self, session: "CompileCacheSession", item: CheckItem,
+                 path: WarmStartPath) -> None:
+        self.session, self.settings, self.item, self.path = session, session.settings, item, path
+        self.roots: List[CacheRoot] = []
+        self.timings: Timings = {}
+        self.recs: Dict[str, Dict[str, Any]] = {}
+        self.snaps: Dict[str, fs.Snapshot] = {}
+        self.logs: Dict[str, Path] = {}
+        self.damage: List[str] = []  # the first phase's files changed before the next ran
+        self.leases: List[Dict[str, Any]] = []
+        self.launches: Dict[str, str] = {}  # phase -> forked | fresh
+        self.notes: List[str] = []  # what launching the phases said
+        self.cold_device: Optional[str] = None
+
+    def run(self) -> CheckResult:
+        try:
+            return self._conclude(self._phases())
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: nothing in these roots is worth keeping
+            if not self.settings.keep:
+                for root in self.roots:
+                    shutil.rmtree(root.path, ignore_errors=True)
+            raise
+        except Exception as e:
+            # a write the machine refused (a full disk, an unwritable root) is the
+            # environment's: named with its path, not blamed on the plugin
+            written = isinstance(e, OSError) and e.errno in (*diskspace.FULL_ERRNOS, errno.EACCES,
+                                                            errno.EPERM, errno.EROFS)
+            if isinstance(e, OSError) and written:
+                why = diskspace.write_problem("this check's files", e.filename or "its cache root",
+                                              e) + "\n"
+            else:
+                why = ("pytest-compilecache failed in the controller while running this check "
+                       "(an error in the plugin or its settings, not in the model):\n")
+            return CheckResult(nodeid=self.item.nodeid, verdict="error", via=self.path.via,
+                               error=why + traceback.format_exc(limit=-3 if written else None),
+                               cache_root=str(self.roots[0].path) if self.roots else None)
+
+    # -- the phases ----------------------------------------------------------------------
+    def _phases(self) -> CheckResult:
+        """Each phase the path plans, until one fails or the path stops; then its rule."""
+        nodeid, root = self.item.nodeid, CacheRoot.create(self.item.nodeid, self.settings.root)
+        self.roots.append(root)
+        for i, plan in enumerate(self.path.phases):
+            phase = plan.name
+            try:
+                tree = self.session.baseline().tree() if plan.at_baseline else None
+            except Exception as e:  # git problems: this check errors, the session goes on
+                return error_result(nodeid, phase, f"could not check out the baseline: {e}", "",
+                                    self.timings)
+            if tree is not None and not (tree / nodeid.split("::")[0]).exists():
+                return error_result(nodeid, phase, f"does not exist at the baseline "
+                                    f"{self.session.baseline().label}: nothing to deploy from", "",
+                                    self.timings)
+            where = root
+            if plan.fresh_root:  # the artifact travels, the directories don't
+                where = CacheRoot.create(f"{nodeid}-{self.path.via}", self.settings.root)
+                self.roots.append(where)
+            rec, failure = self.run_phase(where, phase, tree=tree, extra=self._extra(plan, where),
+                                          env_extra=self.path.phase_env(plan))
+            if failure is not None:
+                result = self.path.failed(phase, rec, failure)
+                if self.damage:  # the warm run's crash follows from the damaged cache
+                    result.verdict = "fail"
+                return result
+            # the first phase, or one on a fresh root that loads no artifact, starts cold
+            cold = i == 0 or (plan.fresh_root and plan.artifact != "load")
+            hits = confinement.foreign_hits(rec) if cold else []
+            if hits:  # a phase on an empty root that hit: it was never cold
+                return self.path.failed(phase, rec, error_result(
+                    nodeid, phase, confinement.not_cold(hits), "", self.timings))
+            self.recs[phase] = rec
+            self.logs[phase] = where.phases / f"{phase}.log"
+            self.snaps[phase] = fs.snapshot(where.watched)
+            if not self.path.goes_on(rec):
+                break
+            if i == 0:  # what the first phase built, before anything reads it
+                self.item.ihook.pytest_compilecache_between_phases(item=self.item,
+                                                                   cache_root=root.path)
+                self.damage = fs.damaged(self.snaps[phase], fs.snapshot(root.watched))
+        result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
+        blame_full_disk(result, self.recs, self.logs)
+        return result
+
+    def _extra(self, plan: PhasePlan, where: CacheRoot) -> Dict[str, Any]:
+        """What a phase's spec carries for its path (its artifact, the outputs it keeps)."""
+        root = self.roots[0]
+        extra: Dict[str, Any] = {
+            "artifact": plan.artifact, "artifact_path": str(root.phases / self.path.artifact_file),
+            "watched": {k: str(v) for k, v in where.watched.items()},
+            "cold_outputs": str(root.phases / "cold-outputs.pt"), "via": self.path.via,
+        } if plan.artifact else {}
+        extra["path"] = self.path.name  # the child takes its side of the same path
+        if plan.keeps_outputs:
+            extra["save_outputs"] = str(root.phases / f"{plan.name}-outputs.pt")
+        if plan.compare_with:
+            extra["compare_outputs"] = str(root.phases / f"{plan.compare_with}-outputs.pt")
+        return extra
+
+    # -- what the session keeps of it ------------------------------------------------------
+    def _conclude(self, result: CheckResult) -> CheckResult:
+        s, history = self.settings, self.session.history
+        result.via = self.path.via
+        cold = self.recs.get("cold")
+        if cold is not None and self.path.records_keys:
+            entry = mf.check_entry(cold.get("cache") or {}, result.verdict)
+            try:
+                history.store_entry(self.item.nodeid, cold, entry, result)
+            except OSError as e:  # a full store: this check errors, naming it; the session goes on
+                result.problems.insert(0, diskspace.write_problem(
+                    "the key manifest", history.store_path, e)
+                    + f" (the check itself: {result.verdict})")
+                result.verdict = "error"
+            if s.repeat:
+                self._repeat(entry, result)
+            if s.baseline:
+                history.compare_with_baseline(self.item.nodeid, cold, entry, result,
+                                              self.session.progress)
+        if self.damage:
+            result.problems.insert(0, (
+                f"cache damaged between build and deploy: {len(self.damage)} file(s) the cold "
+                f"run wrote changed before the warm run read them (a full disk, a concurrent "
+                f"wipe, an interrupted copy?): " + "; ".join(self.damage[:5])
+                + (f" (+{len(self.damage) - 5} more)" if len(self.damage) > 5 else "")))
+        result.leases = list(self.leases)
+        result.notes.extend(self.notes)
+        result.launch = dict(self.launches)
+        if result.problems and result.verdict in OK_VERDICTS:
+            result.verdict = "fail"
+        if result.verdict in OK_VERDICTS and not s.keep:
+            for r in self.roots:
+                shutil.rmtree(r.path, ignore_errors=True)
+        else:
+            result.cache_root = str(self.roots[0].path)
+            if len(self.roots) > 1:
+                result.notes.append("warm cache root kept: "
+                                    + ", ".join(str(r.path) for r in self.roots[1:]))
+        return result
+
+    def _repeat(self, entry: Dict[str, Any], result: CheckResult) -> None:
+        """A second cold run, relocated: same commit, so any key difference is nondeterminism."""
+        root = CacheRoot.create(self.item.nodeid + "-repeat", self.settings.root)
+        cwd = root.path / "cwd"
+        cwd.mkdir(mode=0o700)
+        try:
+            rec, failure = self.run_phase(root, "repeat", cwd=cwd)
+            hits = confinement.foreign_hits(rec) if failure is None else []
+            if failure is not None or hits:
+                result.problems.append(f"repeat cold run: {failure.error}" if failure is not None
+                                       else "repeat cold run " + confinement.not_cold(hits))
+                return
+            again = mf.check_entry(rec.get("cache") or {}, result.verdict)
+            cmp = mf.compare_check(entry, again)
+            same = cmp["status"] in ("unchanged", "no keys")
+            result.repeat = {"status": "stable" if same else "nondeterministic",
+                             "graphs": cmp["graphs"]}
+            if not same:
+                comps = mf.changed_components(cmp)
+                result.problems.append("nondeterministic cache key: two cold runs of the same "
+                                       "commit computed different keys; differing: "
+                                       + ", ".join(comps[:8]))
+        finally:
+            if not self.settings.keep:
+                shutil.rmtree(root.path, ignore_errors=True)
+
+    # -- one phase -------------------------------------------------------------------------
+    def run_phase(self, root: CacheRoot, phase: str, tree: Optional[Path] = None,
+                  cwd: Optional[Path] = None, extra: Optional[Dict[str, Any]] = None,
+                  env_extra: Optional[Dict[str, str]] = None
+                  ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
+        """One child; `tree` runs it in the baseline's worktree, `cwd` elsewhere;
+        `env_extra`: what the warm-start path sets (TORCH_CACHING_PRECOMPILE=1)."""
+        nodeid, session = self.item.nodeid, self.session
+        tampered = root.tampered()
+        if tampered:  # someone else's directory in its place: run nothing from it
+            return {}, error_result(nodeid, phase, f"was not run: {tampered}", "", self.timings)
+        spec_path = root.phases / f"{phase}-spec.json"
+        spec, env = self._spec_and_env(root, phase, spec_path, extra, env_extra)
+        invocation = Path(session.config.invocation_params.dir)
+        if tree is not None:
+            from pytest_compilecache.history.baseline import tree_env
+
+            env = tree_env(env, tree)
+            cwd = tree
+        elif cwd is not None:  # `python -m pytest` had the invocation dir on sys.path
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(invocation)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        # what the child keeps private whatever the test's code does (confinement.py)
+        spec["root"], spec["private"] = str(root.path), confinement.private_settings(env)
+        spec_path.write_text(json.dumps(spec))
+        try:
+            with self._lease(phase, env, spec, spec_path) as lease, \
+                    session.progress.step(f"{phase} phase" + (" (in the baseline's worktree)"
+                                                              if tree is not None else "")):
+                # a check's cold phase and its others fork from different interpreters
+                launched = session.launcher.run(session.child_argv(self.item, root, phase, tree),
+                                                env, str(cwd or invocation),
+                                                root.phases / f"{phase}.log",
+                                                self.settings.timeout,
+                                                lane=0 if phase == "cold" else 1)
+        except Exception as e:  # a lease timeout or an unusable lock dir: this check errors
+            from pytest_compilecache.controller.gpus import LeaseTimeout
+
+            if not isinstance(e, (LeaseTimeout, OSError)):
+                raise
+            return {}, error_result(nodeid, phase, str(e), "", self.timings)
+        self.leases.append({"phase": phase, **lease.to_json()})
+        self.launches[phase] = "forked" if launched.forked else "fresh"
+        self._note_launch(phase, launched)
+        return phase_outcome(nodeid, phase, root, Path(spec["out"]), launched, self.timings,
+                             self.settings.timeout, self.notes)
+
+    def _spec_and_env(self, root: CacheRoot, phase: str, spec_path: Path,
+                      extra: Optional[Dict[str, Any]], env_extra: Optional[Dict[str, str]]
+                      ) -> Tuple[Dict[str, Any], Dict[str, str]]:
+        """The phase's spec (what the child reads) and its environment."""
+        s = self.settings
+        spec = {"phase": phase, "nodeid": self.item.nodeid,
+                "out": str(root.phases / f"{phase}.json"), "device": s.device, "seed": 0,
+                "tolerance": s.warm_tolerance, "eager_tolerance": s.eager_tolerance,
+                "cold_outputs": str(root.phases / "cold-outputs.pt"),
+                "launcher_pid": os.getpid(), **(extra or {})}
+        job, spec["job_id_source"] = resolve_job_id(s.job_id, self.item.nodeid, os.environ)
+        env = phase_env(os.environ, root, s.threads, spec_path, job)
+        env.update(env_extra or {})
+        if phase != "warm":
+            share_precompiled_headers(root, env, self.session.pch_dir())
+        return spec, env
+
+    def _note_launch(self, phase: str, launched: Any) -> None:
+        """What launching the phase says: no preload, a fresh interpreter, leftovers."""
+        dropped = getattr(self.session.launcher, "dropped", None)
+        if dropped and not self.session.said_dropped:
+            self.session.said_dropped = True
+            self.notes.append("torch's compile stack and the test modules' installed "
+                              f"libraries are not preloaded (torch is): {dropped}")
+        if launched.fresh_because and self.settings.launcher == "preloaded":
+            self.notes.append(f"the {phase} phase ran in a fresh interpreter, not forked "
+                              f"from a preloaded one: {launched.fresh_because}")
+        if launched.leftovers:  # ended, and said: a phase's daemon never outlives it
+            from pytest_compilecache.launch.descendants import leftovers_note
+
+            self.notes.append(leftovers_note(phase, launched.leftovers))
+
+    @contextlib.contextmanager
+    def _lease(self, phase: str, env: Dict[str, str], spec: Dict[str, Any],
+               spec_path: Path) -> Iterator[Any]:
+        """Hold a slot for one phase and point the child at its GPU. With
+        --compile-cache-warm-on-other-gpu both phases see (cold GPU, next GPU), and warm
+        runs on the second."""
+        pool = self.session.slot_pool()
+        devices = list(dict.fromkeys(sl.device for sl in pool.slots))
+        other_gpu = self.settings.warm_on_other_gpu and len(devices) > 1
+
+        def cold_and_next(cold: str) -> List[str]:
+            return [cold, devices[(devices.index(cold) + 1) % len(devices)]]
+
+        pair = cold_and_next(self.cold_device) if other_gpu and phase == "warm" \
+            and self.cold_device is not None and self.cold_device in devices else None
+        with pool.lease(f"{self.item.nodeid} [{phase}]",
+                        device=pair[1] if pair else None) as lease:
+            dev = lease.slot.device
+            if phase == "cold":
+                self.cold_device = dev
+                if other_gpu:
+                    pair = cold_and_next(dev)
+            if pair is not None:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(pair)
+                spec["cuda_index"] = pair.index(dev)
+                spec_path.write_text(json.dumps(spec))
+            else:
+                env.update(lease.slot.env())
+            yield lease

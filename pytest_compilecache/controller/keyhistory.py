@@ -1,0 +1,132 @@
+"""What the session keeps across commits, for every check: the key manifest store, this
+commit, the baseline (a worktree of --compile-cache-baseline's commit and its keys), and
+the checks the baseline has that are gone. Built lazily: finding the git root is no
+work for pytest's start-up."""
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Set
+
+import pytest
+
+from pytest_compilecache.history import manifest as mf
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.options import Settings
+
+
+class KeyHistory:
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config, self.settings = config, settings
+        self.manifest_paths: Set[Path] = set()
+        self.check_ids: List[str] = []  # this session's checks (the baseline records them)
+        self._commit: Optional[Dict[str, Any]] = None
+        self._baseline: Any = None  # baseline.Baseline, built on first use
+
+    @functools.cached_property
+    def store_path(self) -> Optional[Path]:
+        from pytest_compilecache.history.store import DEFAULT_DIR
+
+        chosen = self.settings.store
+        if chosen and chosen.lower() == "none":
+            return None
+        if chosen:
+            return Path(self.config.invocation_params.dir) / chosen
+        from pytest_compilecache.history import git as history
+
+        return (history.repo_root(self.config.rootpath) or self.config.rootpath) / DEFAULT_DIR
+
+    def commit(self) -> Dict[str, Any]:
+        if self._commit is None:
+            from pytest_compilecache.history import git as history
+
+            self._commit = history.commit_info(self.config.rootpath)
+        return self._commit
+
+    def store_entry(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any],
+                    result: CheckResult) -> None:
+        if self.store_path is None or not entry["graphs"]:
+            return
+        from pytest_compilecache.history.store import ManifestStore
+
+        store = ManifestStore(self.store_path)
+        self.manifest_paths.add(store.merge(self.commit(), mf.environment_of(cold), {nodeid: entry}))
+        for damaged in store.replaced_damaged:
+            why = store.damage.get(damaged, "damaged, or of a newer schema")
+            print(f"pytest-compilecache: warning: the stored key manifest {damaged} was "
+                  f"unreadable ({why}) and is recorded anew; the entries of its other checks "
+                  f"are lost", file=sys.stderr, flush=True)
+            result.notes.append(f"the stored key manifest {damaged} was unreadable ({why}) and "
+                                f"was recorded anew (its other checks' entries were lost)")
+
+    def baseline(self) -> Any:
+        if self._baseline is None:
+            from pytest_compilecache.history import git as history
+            from pytest_compilecache.history.baseline import Baseline
+            from pytest_compilecache.history.store import DEFAULT_DIR, ManifestStore
+
+            repo = history.require_root(self.config.rootpath)
+            store = ManifestStore(self.store_path or repo / DEFAULT_DIR)
+            s = self.settings
+            options = [f"--compile-cache-device={s.device}", f"--compile-cache-threads={s.threads}",
+                       f"--compile-cache-timeout={s.timeout}"]
+            self._baseline = Baseline(
+                repo, s.baseline or "", store, options,
+                Path(self.config.rootpath).resolve().relative_to(repo.resolve()),
+                Path(self.config.invocation_params.dir).resolve().relative_to(repo.resolve()),
+                timeout=s.timeout * 2 * (len(self.check_ids) + 1))
+        return self._baseline
+
+    def compare_with_baseline(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any],
+                              result: CheckResult, progress: Any) -> None:
+        try:
+            base = self.baseline()
+            with progress.step(f"baseline keys at {self.settings.baseline}"):
+                found = base.manifest(mf.environment_of(cold), self.check_ids or [nodeid])
+        except Exception as e:
+            result.problems.append(f"baseline {self.settings.baseline}: {e}")
+            return
+        old = (found or {}).get("checks", {}).get(nodeid)
+        cmp = mf.compare_check(old, entry, self.settings.allow_drift)
+        result.drift = {"base": base.label, "base_sha": base.commit["sha"], **cmp}
+        if old is None:
+            logs = ", ".join(str(p) for p in base.logs)
+            result.notes.append(f"no key manifest at the baseline {base.label}: the check is new "
+                                f"there or its recording failed" + (f" (log: {logs})" if logs else ""))
+        elif cmp["status"] == "drifted":
+            changed = mf.changed_components(cmp, include_accepted=False)
+            named = [c for c in changed if c not in ("graph added", "graph removed",
+                                                       "key changed")]
+            accept = (f"; if the change is meant, accept it with "
+                      f"--compile-cache-allow-drift='{','.join(named)}'" if named else "")
+            result.problems.append(f"cache keys drifted against {base.label}: "
+                                   + ", ".join(changed[:8]) + accept)
+
+    def gone_checks(self, results: List[CheckResult], collected_files: Set[str],
+                    deselected: Set[str]) -> List[str]:
+        """Checks the baseline has, in files this session collected, that no longer exist."""
+        if not self.settings.baseline or self.settings.baseline_warm or not results \
+                or self.store_path is None:
+            return []
+        from pytest_compilecache.history.store import ManifestStore
+
+        try:
+            sha = self.baseline().commit["sha"]
+        except Exception:  # no repository: nothing was compared, nothing is gone
+            return []
+        r = next((r for r in results if r.versions), None)
+        if r is None:
+            return []
+        env = mf.environment(r.versions, r.device, r.device_name)
+        base = ManifestStore(self.store_path).load(mf.environment_id(env), sha) or {}
+        ran = {x.nodeid for x in results}
+        return sorted(n for n in base.get("checks", {}) if n.split("::")[0] in collected_files
+                      and n not in ran and n not in deselected)
+
+    def close(self) -> None:
+        if self._baseline is not None:
+            self._baseline.close()
+
+    def describe_baseline(self) -> Optional[Dict[str, Any]]:
+        return self._baseline.describe() if self._baseline is not None else None

@@ -1,0 +1,83 @@
+"""What a finished phase process amounts to: its record, its timings, and, when it gave
+no usable record, the error that names why (a timeout, a full disk, a kill by the OOM
+killer, a crash, its caches outside the private root, the workload's exception). And a
+check whose phase could not save its caches: an environment error, not a verdict."""
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from pytest_compilecache.child import confinement
+from pytest_compilecache.controller import diskspace
+from pytest_compilecache.isolation import CacheRoot
+from pytest_compilecache.model import OK_VERDICTS, CheckResult, error_result
+
+# how running out of memory reads in a phase's error (Python, torch's CPU allocator, CUDA)
+_OUT_OF_MEMORY = ("MemoryError", "can't allocate memory", "OutOfMemoryError", "out of memory")
+
+
+def phase_outcome(nodeid: str, phase: str, root: CacheRoot, out: Path, launched: Any,
+                  timings: Dict[str, Optional[float]], timeout: float, notes: List[str]
+                  ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
+    """The phase's record and, if it failed, its error result; its timings go into
+    `timings`, what the child put back of the test's cache settings into `notes`."""
+    timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
+    timings[f"{phase}_peak_rss_mb"] = launched.peak_rss_mb
+    memory = f"peak resident memory {launched.peak_rss_mb:.0f} MB" \
+        if launched.peak_rss_mb is not None else "peak resident memory unknown"
+    rec: Dict[str, Any] = {}
+    if out.exists():
+        rec = json.loads(out.read_text())
+        timings[f"{phase}_s"] = (rec.get("cache") or {}).get("wall_s")
+        for stage, secs in launched.stages(rec.get("marks") or {}).items():
+            timings[f"{phase}_{stage}_s"] = secs
+    if launched.timed_out:
+        why = (f"timed out after {timeout:.0f} s and was killed with its "
+               f"process group (raise --compile-cache-timeout)")
+        return rec, error_result(nodeid, phase, why, launched.tail(), timings)
+    if not rec or rec.get("error"):  # a full disk is named before anything it caused
+        full = diskspace.out_of_space(phase, root.path, root.phases / f"{phase}.log",
+                                      (rec.get("error") or "") + "\n" + launched.tail())
+        if full:
+            return rec, error_result(nodeid, phase, full, launched.tail(), timings)
+    if not rec:
+        code = launched.returncode
+        if code == -signal.SIGKILL:
+            why = (f"was killed with SIGKILL without a result: out of memory? (the kernel's "
+                   f"OOM killer sends SIGKILL; {memory})")
+        else:
+            why = f"crashed or exited early (exit code {code}) without a result ({memory})"
+        return rec, error_result(nodeid, phase, why, launched.tail(), timings)
+    notes.extend(n for n in rec.get("reclaimed") or [] if n not in notes)
+    if rec.get("escaped"):
+        return rec, error_result(nodeid, phase, confinement.escaped(rec["escaped"]), "", timings)
+    if rec.get("error"):
+        text = rec["error"].rstrip()
+        oom = next((m for m in _OUT_OF_MEMORY if m in text or m in launched.tail()), None)
+        why = (f"ran out of memory ({oom}; {memory}):\n" if oom else "failed:\n") + text
+        return rec, error_result(nodeid, phase, why, "" if rec.get("ran") else launched.tail(),
+                                 timings)
+    return rec, None
+
+
+def blame_full_disk(result: CheckResult, recs: Dict[str, Dict[str, Any]],
+                    logs: Dict[str, Path]) -> None:
+    """A check that did not pass because a phase could not save its caches (a disk
+    briefly full: torch logs the write error and goes on, and the next phase rebuilds
+    what is missing) is an `error` naming that, not a miss of the model's."""
+    if result.verdict in OK_VERDICTS:
+        return
+    for phase, log in logs.items():
+        lines = diskspace.full_lines(log)
+        errors = ((recs[phase].get("cache") or {}).get("counters") or {}).get(
+            "inductor", {}).get("fxgraph_cache_write_error", 0)
+        if lines or errors:
+            said = lines[0] if lines else f"torch counted {errors} FX graph write error(s)"
+            result.problems.insert(0, (
+                f"the {phase} phase could not save all of its caches ({said}; log: {log}): a "
+                f"full disk or a write the filesystem refused, an environment problem, not the "
+                f"model; what follows is its consequence, not a verdict on the model"))
+            result.verdict = "error"
+            return

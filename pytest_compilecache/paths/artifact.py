@@ -1,0 +1,144 @@
+"""What the paths that carry an artifact share (mega, precompile, remote, aot, aoti): the
+cold process compiles, runs and saves it; the warm process starts on an empty cache root
+elsewhere, loads it, and runs. The rule: whatever the warm process still builds is what
+the artifact did not carry."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from pytest_compilecache import files as fs
+from pytest_compilecache.judge.verdict import Carrier, autotune_benchmarks, judge, judge_loaded
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots, WarmStartPath
+
+
+class ArtifactPath(WarmStartPath):
+    """A warm start from an artifact that travels: the cold process compiles, runs and
+    saves it; the warm process starts on an empty cache root elsewhere, loads it, and
+    runs. Whatever the warm process still builds is what the artifact did not carry."""
+    phases = (PhasePlan("cold", artifact="save"),
+              PhasePlan("warm", fresh_root=True, artifact="load"))
+    records_keys = False  # the local path's cold run records them
+    carrier = Carrier("the artifact")  # named in the reason of a rebuilt kernel
+
+    loader = ""  # the torch call that loads the artifact, as a traceback names it
+
+    def goes_on(self, rec: Dict[str, Any]) -> bool:
+        """After a phase: no warm phase once the path is n/a or its artifact failed."""
+        art = rec.get("artifact") or {}
+        return not (art.get("na") or art.get("error"))
+
+    def failed(self, phase: str, rec: Dict[str, Any], result: CheckResult) -> CheckResult:
+        """A warm process that crashed inside torch's loader: the artifact cannot be
+        loaded on this machine, which is this path failing, not the plugin or the model."""
+        if phase == "warm" and self.loader and self.loader in (result.error or ""):
+            first = (result.error or "").splitlines()[0]
+            result.verdict = "fail"
+            result.problems.insert(0, f"{self.via}: the warm process died inside torch's "
+                                      f"{self.loader} ({first}): the artifact the cold "
+                                      f"process built cannot be loaded here")
+        return result
+
+    def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
+              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
+        cold_art = recs["cold"].get("artifact") or {}
+        warm_art = (recs.get("warm") or {}).get("artifact") or {}
+        if cold_art.get("na"):
+            return CheckResult(nodeid=nodeid, verdict="n/a", via=self.via,
+                               versions=recs["cold"].get("versions") or {},
+                               device=recs["cold"].get("device"), timings=timings,
+                               notes=[f"{self.via}: {cold_art['na']}"])
+        missing = cold_art.get("error") or warm_art.get("error")
+        if missing or "warm" not in recs:
+            return CheckResult(nodeid=nodeid, verdict="fail", via=self.via,
+                               versions=recs["cold"].get("versions") or {},
+                               device=recs["cold"].get("device"), timings=timings,
+                               problems=[f"{self.via}: {missing or 'the warm phase did not run'}"])
+        loaded = warm_art.get("files") or {}
+        warm_new = [p for p in fs.added(loaded, snaps["warm"])
+                    # an FX graph hit writes its output code (.py) into the new root, which
+                    # the local restart found in place: that is no rebuild
+                    if not (fs.layer_of(p) == "fx_graph" and p.endswith(".py"))]
+        probes = fs.cpu_capability_probes(warm_art.get("watched") or {}, warm_new)
+        warm_new = [p for p in warm_new if p not in probes]
+        unpacked = self._unpacked_triton(recs["warm"], warm_new)
+        tuned = self._restored_autotune(recs["warm"], warm_new)
+        warm_new = [p for p in warm_new if p not in unpacked and p not in tuned]
+        res = self.rule(nodeid, recs, snaps, warm_new, timings, triton_dir)
+        res.via = self.via
+        res.timings["warm_load_s"] = warm_art.get("load_s")
+        if probes:
+            res.notes.append(f"the warm process rebuilt {len(probes)} file(s) of torch's CPU "
+                             f"capability probes (VecISA checks, once per empty cache "
+                             f"directory, not the model's kernels)")
+        if unpacked:
+            helpers = [p for p in unpacked if p.endswith(".so")]
+            res.notes.append(f"Triton compiled no kernel in the warm process; it wrote "
+                             f"{len(unpacked) - len(helpers)} kernel file(s) unpacked from the "
+                             f"artifact into its empty cache, and built {len(helpers)} driver "
+                             f"stub(s) (cuda_utils, __triton_launcher: C, per kernel signature, "
+                             f"in no artifact)")
+        if tuned:
+            res.notes.append(f"{len(tuned)} autotune result(s) (.best_config) written into the "
+                             f"empty cache from the artifact; the warm process benchmarked "
+                             f"nothing")
+        res.notes.append(self.carried(cold_art, loaded))
+        if cold_art.get("cold_ran") == "eager":
+            res.notes.append(f"{self.via}: the cold process built the artifact and ran the "
+                             f"model eagerly; only the warm process loads it, so warm vs cold "
+                             f"compares it with eager")
+        if cold_art.get("ignored_options"):
+            res.notes.append(f"{self.via}: compile options it does not take were left out: "
+                             + ", ".join(cold_art["ignored_options"]))
+        return res
+
+    @staticmethod
+    def _unpacked_triton(warm: Dict[str, Any], warm_new: List[str]) -> List[str]:
+        """Files in the Triton cache that no Triton compile wrote: the FX entries bundle
+        their kernels, and a load writes them out. Only when Triton's compile listener
+        ran and counted no compile; without it every such file stays suspect."""
+        kernels = (warm.get("cache") or {}).get("kernels") or {}
+        if not kernels.get("triton_listener") or kernels.get("triton_compiled"):
+            return []
+        return [p for p in warm_new if p.startswith("triton/")]
+
+    @staticmethod
+    def _restored_autotune(warm: Dict[str, Any], warm_new: List[str]) -> List[str]:
+        """Autotune results a hit wrote out (a remote bundle, say) while no benchmark ran."""
+        if autotune_benchmarks(warm.get("cache") or {}):
+            return []
+        return [p for p in warm_new if fs.layer_of(p) == "autotune"]
+
+    def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
+             timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
+        """The cache layers as for a local restart: what the artifact filled must hit."""
+        return judge(nodeid, recs["cold"], recs["warm"], snaps["cold"], warm_new, timings,
+                     triton_dir, carrier=self.carrier)
+
+    def carried(self, cold_art: Dict[str, Any], loaded: fs.Snapshot) -> str:
+        what = ", ".join(f"{k} {n}" for k, n in sorted((cold_art.get("counts") or {}).items()))
+        return (f"{self.via}: {cold_art.get('bytes', 0)} bytes saved ({what or 'no artifacts'}), "
+                f"{len(loaded)} file(s) in place after the load")
+
+
+class LoadedArtifactPath(ArtifactPath):
+    """The artifact replaces torch.compile in the warm process: nothing may compile.
+    Only a ModelCase says what the model and its inputs are."""
+
+    def not_applicable(self, form: str, case: Any) -> Optional[str]:
+        if form != "model_case":
+            return (f"needs a ModelCase fixture (a test body has no single model and inputs "
+                    f"to {self.name}-compile)")
+        return None
+
+    def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
+             timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
+        return judge_loaded(nodeid, recs["cold"], recs["warm"], warm_new, timings,
+                            self.carrier)
+
+
+def artifact_counts(cache_info: Any) -> Dict[str, int]:
+    """Artifacts per kind in a torch CacheInfo (e.g. inductor_artifacts: 3)."""
+    artifacts = getattr(cache_info, "artifacts", None) or {}
+    return {str(k): len(v) for k, v in artifacts.items()}

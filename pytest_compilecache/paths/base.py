@@ -1,0 +1,125 @@
+"""A warm-start path, both its sides in one class: what the controller plans and judges
+(the phases, their environment, the rule over their records) and what the phase child
+does for it (load before the workload, compile, save after). The base's child side is
+the local restart's: the cache directories themselves are what the warm process starts
+from, so nothing is loaded or saved.
+
+The controller side imports no torch; the child side imports it inside its methods
+(the child has it loaded by then). Every child method records into `info`, the phase's
+"artifact" record: an `error` there is the path's failure (the artifact is missing or
+unreadable), never the model's.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+
+from pytest_compilecache import files as fs
+from pytest_compilecache.model import CheckResult
+
+Records = Dict[str, Dict[str, Any]]     # phase name -> what its child recorded
+Snapshots = Dict[str, fs.Snapshot]      # phase name -> the cache root's files after it
+Info = Dict[str, Any]                   # a phase's "artifact" record
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    name: str                  # the child's phase: its spec, log and record files
+    at_baseline: bool = False  # run in the baseline's worktree (another commit's code)
+    fresh_root: bool = False   # a new, empty cache root at another path: the artifact
+    #                            travels, the directories don't
+    artifact: Optional[str] = None  # "save" after the workload, or "load" before it
+    env: Tuple[Tuple[str, str], ...] = ()  # set in the phase's environment
+    keeps_outputs: bool = False  # saves its compiled outputs for a later phase
+    compare_with: Optional[str] = None  # compares its outputs with this phase's, not cold's
+
+
+class WarmStartPath:
+    """A plan of phases, the rule that judges them, and the child's part in each phase.
+    A subclass is one path; `name` is its registry key, `via` the path its results are
+    reported under (the --compile-cache-via value), `summary` its line in --help."""
+    name = ""
+    via = "local"
+    summary = ""
+    selectable = True  # offered by --compile-cache-via (deploy and record are not)
+    phases: Tuple[PhasePlan, ...] = ()
+    # the first phase's keys go to the manifest store, the repeat run and the baseline
+    # comparison (not when that phase ran another commit's code)
+    records_keys = True
+    artifact_file = "artifact.bin"  # what a phase saves for the next, in phases/
+
+    # -- the controller's side (no torch) --
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "WarmStartPath":
+        return cls()
+
+    def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
+              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
+        raise NotImplementedError
+
+    def phase_env(self, plan: PhasePlan) -> Dict[str, str]:
+        """What this path sets in a phase's environment (before the phase runs)."""
+        return dict(plan.env)
+
+    def close(self) -> None:
+        """The session ends: stop what this path started."""
+
+    def goes_on(self, rec: Dict[str, Any]) -> bool:
+        """After a phase that ran: whether the next phase runs."""
+        return True
+
+    def failed(self, phase: str, rec: Dict[str, Any], result: CheckResult) -> CheckResult:
+        """A phase failed (`result` is its error): the path may say what that means."""
+        return result
+
+    # -- the phase child's side (torch imported inside) --
+
+    def not_applicable(self, form: str, case: Any) -> Optional[str]:
+        """Why this path cannot check this workload on this torch, or None."""
+        return None
+
+    def before(self, phase: str, path: Path, info: Info) -> None:
+        """Before the workload: the warm process loads the artifact."""
+
+    def compile(self, phase: str, path: Path, compile_fn: Callable[..., Any], model: Any,
+                case: Any, kwargs: Dict[str, Any], inputs: Any, ckw: Dict[str, Any],
+                info: Info) -> Callable[..., Any]:
+        """The callable a ModelCase's workload runs."""
+        return compile_fn(model, **{**case.compile_kwargs, **kwargs})
+
+    def after(self, phase: str, path: Path, info: Info) -> None:
+        """After the workload: the cold process saves the artifact."""
+
+    @contextlib.contextmanager
+    def watching(self, info: Info, device: str) -> Iterator[None]:
+        """Around the workload and the save: what torch says about this path."""
+        yield
+
+
+class ArtifactFailed(Exception):
+    """The warm process has nothing it can load: the path failed, not the model."""
+
+
+class NotApplicable(Exception):
+    """The workload cannot take this path (aot without a full graph, a model torch.export
+    cannot trace): the check says `n/a` with the reason, never pass."""
+
+
+def one_line(e: BaseException) -> str:
+    """The exception's message on one line (torch's run over several)."""
+    text = " ".join(x.strip() for x in str(e).splitlines() if x.strip())
+    return f"{type(e).__name__}: {text}"[:700]
+
+
+def last_exception(traceback_text: str) -> str:
+    """The final exception of a formatted traceback, its message on one line."""
+    lines = traceback_text.rstrip().splitlines()
+    start = max((i for i, x in enumerate(lines) if _EXC_LINE.match(x)), default=len(lines) - 1)
+    return " ".join(x.strip() for x in lines[start:] if x.strip())[:700]
+
+
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*: ")

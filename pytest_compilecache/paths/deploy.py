@@ -1,0 +1,63 @@
+"""The deploy scenario (--compile-cache-baseline-warm): the caches a baseline commit
+built, started under this commit's code."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots
+from pytest_compilecache.paths.local import LocalRestart
+
+
+class Deploy(LocalRestart):
+    """The caches a baseline commit built, deployed under this commit's code: the cold
+    phase runs in the baseline's worktree, so its numbers may legitimately differ, and
+    a stale entry shows as warm compiled vs eager of this commit. Eager cannot judge a
+    tensor that changes with the random seed (dropout): for those, and only when there
+    are some, a third phase compiles this commit's code afresh on an empty cache, and
+    the warm run must draw and compute what it does."""
+    name = "deploy"
+    summary = ""  # not a --compile-cache-via value: --compile-cache-baseline-warm
+    selectable = False
+    phases = (PhasePlan("cold", at_baseline=True), PhasePlan("warm", keeps_outputs=True),
+              PhasePlan("fresh", fresh_root=True, compare_with="warm"))
+    records_keys = False
+    cold_is_other_code = True
+
+    def goes_on(self, rec: Dict[str, Any]) -> bool:
+        return rec.get("phase") != "warm" or bool(random_tensors(rec))
+
+    def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
+              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
+        res = super().judge(nodeid, recs, snaps, timings, triton_dir)
+        if "fresh" not in recs:
+            return res
+        cmp = recs["fresh"].get("compare_cold") or {}
+        res.outputs["fresh_vs_warm"] = cmp
+        n = len(random_tensors(recs["warm"]))
+        if not cmp:
+            res.problems.append("outputs: the fresh compile of this commit's code made no "
+                                "comparison with the warm run")
+        elif not cmp.get("ok"):
+            first = cmp["mismatches"][0]
+            res.problems.append(
+                f"outputs: the warm run (the baseline's caches under this commit's code) differs "
+                f"from a fresh compile of this commit's code in {len(cmp['mismatches'])} "
+                f"tensor(s); first {first['name']}: {first.get('message', '')} - a stale cache "
+                f"entry returns the baseline's numbers (a fresh head compile is the reference "
+                f"here because {n} tensor(s) change with the random seed and eager cannot "
+                f"judge them)")
+        else:
+            res.notes.append(f"{n} tensor(s) change with the random seed, which eager cannot "
+                             f"judge: a fresh compile of this commit's code on an empty cache "
+                             f"(an extra phase, run only for them) drew and computed what the "
+                             f"warm run did ({cmp.get('mode')})")
+        if res.problems:
+            res.verdict = "fail"
+        return res
+
+
+def random_tensors(rec: Dict[str, Any]) -> List[str]:
+    """The tensors a phase found to change with the random seed (`randomness`)."""
+    return [r["name"] for r in (rec.get("compare_eager") or {}).get("random") or []]

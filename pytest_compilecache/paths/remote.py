@@ -1,0 +1,131 @@
+"""torch's Redis remote caches (--compile-cache-via=remote): a new machine with an empty
+disk, warmed through a Redis server."""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+from pytest_compilecache import files as fs
+from pytest_compilecache.judge.verdict import Carrier
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.paths.artifact import ArtifactPath
+from pytest_compilecache.paths.base import Info, PhasePlan, Records, Snapshots, WarmStartPath
+
+
+class RemoteCaches(ArtifactPath):
+    """torch's Redis remote caches: the cold process (empty local root) writes through to
+    the server; the warm process, on another empty local root, must hit every layer that
+    has a remote cache through it. A private server is started on first use and emptied
+    before each check's cold run; a user's own server (--compile-cache-redis) is neither."""
+    name = via = "remote"
+    summary = "remote (torch's Redis remote caches: a new machine with an empty disk)"
+    carrier = Carrier("the Redis server", "torch's remote caches hold FX graphs, AOTAutograd "
+                                          "entries, autotune results and PGO profiles, not "
+                                          "compiled kernels outside an FX entry's bundle")
+    # torch's remote cache classes (torch/_inductor/remote_cache.py) and their layers
+    LAYER_OF = {"RemoteFxGraphCache": "fx_graph", "RemoteAOTAutogradCache": "aot_autograd",
+                "RemoteAutotuneCache": "autotune", "RemoteBundledAutotuneCache": "autotune",
+                "RemoteDynamoPGOCache": "dynamo_pgo"}
+    # the autotune ones are switched on in the child, on CUDA only (warmstart.py)
+    ENV = {"TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "1",
+           "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "1"}
+
+    def __init__(self, address: Optional[str] = None) -> None:
+        self.address = address
+        self.server: Any = None
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "WarmStartPath":
+        return cls(getattr(settings, "redis", None))
+
+    def phase_env(self, plan: PhasePlan) -> Dict[str, str]:
+        from pytest_compilecache.paths.redis_server import RedisServer
+
+        if self.server is None:
+            self.server = (RedisServer.users(self.address) if self.address
+                           else RedisServer.start())
+        if plan.name == "cold":
+            self.server.flush()  # a private server: nobody's entries warm this cold run
+        return {**self.ENV, **self.server.env()}
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    def failed(self, phase: str, rec: Dict[str, Any], result: CheckResult) -> CheckResult:
+        result = super().failed(phase, rec, result)
+        if "was not cold" in (result.error or "") and self.server is not None \
+                and not self.server.owned:
+            result.error = (result.error or "") + (
+                f"; here the likely source is your Redis server at {self.address}: it holds "
+                f"entries of earlier runs (the check empties only a server of its own: leave "
+                f"--compile-cache-redis out)")
+        return result
+
+    def carried(self, cold_art: Dict[str, Any], loaded: fs.Snapshot) -> str:
+        puts = ", ".join(f"{n} {v.get('put', 0)}" for n, v in (cold_art.get("remote") or {}).items()
+                         if v.get("put") and n in self.LAYER_OF)
+        where = (f"a private redis-server at {self.server.address}" if self.server is not None
+                 and self.server.owned else f"your Redis server at {self.address} (its "
+                 f"existing entries may have warmed the cold run)")
+        return f"remote: {where}; the cold process put {puts or 'nothing'}"
+
+    def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
+             timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
+        res = super().rule(nodeid, recs, snaps, warm_new, timings, triton_dir)
+        cold_r = (recs["cold"].get("artifact") or {}).get("remote") or {}
+        warm_r = (recs["warm"].get("artifact") or {}).get("remote") or {}
+        for name in sorted(set(cold_r) | set(warm_r)):
+            if name not in self.LAYER_OF:  # torch's in-process and backend tallies
+                continue
+            c, w = cold_r.get(name) or {}, warm_r.get(name) or {}
+            layer = self.LAYER_OF[name]
+            local = warm_r.get(name.replace("Remote", "Local", 1)) or {}
+            res.notes.append(f"remote {layer} ({name}): cold put {c.get('put', 0)}; warm hit "
+                             f"{w.get('hit', 0)}, miss {w.get('miss', 0)} (its empty local "
+                             f"disk: miss {local.get('miss', 0)})")
+            if w.get("exception") or c.get("exception"):
+                res.problems.append(f"remote {layer}: {name} raised {c.get('exception', 0)} "
+                                    f"exception(s) cold and {w.get('exception', 0)} warm")
+            elif c.get("put") and w.get("miss") and not w.get("hit"):
+                res.problems.append(f"remote {layer}: the warm process missed {name} "
+                                    f"{w['miss']} time(s) and hit it never, though the cold "
+                                    f"one put {c['put']} entr(ies)")
+            elif w.get("miss") and not c.get("put"):
+                res.problems.append(f"remote {layer}: the warm process missed {name} "
+                                    f"{w['miss']} time(s): the server holds nothing the cold "
+                                    f"process put there")
+        if self.server is not None and self.server.keys() is None:
+            res.problems.insert(0, f"remote: the Redis server at {self.server.address} did "
+                                   f"not answer after the warm phase: the remote caches were "
+                                   f"unreachable")
+        if res.problems:
+            res.verdict = "fail"
+        return res
+
+    def not_applicable(self, form: str, case: Any) -> Optional[str]:
+        import torch
+
+        try:
+            from torch._inductor.remote_cache import cache_stats  # noqa: F401
+        except ImportError:
+            return f"torch {torch.__version__} keeps no remote cache statistics (2.6+)"
+        return None
+
+    @contextlib.contextmanager
+    def watching(self, info: Info, device: str) -> Iterator[None]:
+        """The autotune remote caches only on CUDA: they key on the Triton backend, and
+        on CPU torch 2.13 fails an assert building that key (autotune_cache.py)."""
+        import torch
+
+        with torch._inductor.config.patch(autotune_remote_cache=device == "cuda",
+                                          bundled_autotune_remote_cache=device == "cuda"):
+            yield
+
+    def after(self, phase: str, path: Path, info: Info) -> None:
+        from torch._inductor.remote_cache import cache_stats
+
+        info["remote"] = {name: {"hit": s.hit, "miss": s.miss, "put": s.put,
+                                 "exception": s.exception}
+                          for name, s in sorted(cache_stats._stats.items())}
