@@ -68,6 +68,7 @@ class CachingPrecompile(MegaCache):
         if res.problems:
             res.verdict = "fail"
         return res
+
     since = "2.9"
 
     def not_applicable(self, form: str, case: Any) -> Optional[str]:
@@ -87,6 +88,7 @@ class CachingPrecompile(MegaCache):
             yield
         finally:
             logger.removeHandler(handler)
+
 
 class _Collect(logging.Handler):
     def __init__(self, into: List[str]) -> None:
