@@ -35,7 +35,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "when a cache layer misses. Keyword arguments go to torch.compile.")
     spec_path = os.environ.get(CHILD_SPEC_ENV)
     if spec_path:
-        from pytest_compilecache.child.phase import BodyHooks, ChildPlugin, load_spec
+        from pytest_compilecache.child.body import BodyHooks
+        from pytest_compilecache.child.phase import ChildPlugin, load_spec
 
         os.environ.pop(CHILD_SPEC_ENV)  # not for the test's own subprocesses
         spec = load_spec(spec_path)

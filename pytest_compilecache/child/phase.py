@@ -13,7 +13,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -145,11 +145,33 @@ class ChildPlugin:
                 self.path.after(self.spec["phase"], self.artifact_path, self.artifact)
 
     # -- the check -----------------------------------------------------------------
+    @contextlib.contextmanager
+    def workload(self, load: bool = True) -> Iterator[None]:
+        """What both forms do around the user's workload: the check's private cache
+        settings put back, the cache observers on, the warm process's artifact loaded;
+        after it, the observers off and the cache dirs verified. An exception in it is
+        the phase's error."""
+        self.reclaim_cache_settings()
+        self.observer.start()  # imports torch._dynamo: part of setup, not of the workload
+        self.mark("workload_start")  # a warm start begins with loading the artifact
+        try:
+            if load:
+                self.load_artifact()
+            yield
+        except BaseException:
+            self.result["error"] = traceback.format_exc()
+            raise
+        finally:
+            self.mark("workload_end")
+            self.observer.stop()
+            self.check_confined("after the workload")
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Optional[bool]:
+        """The ModelCase form: compile and run each case, then the references."""
         if self._skip_body:
             return True
-        cases = _model_cases(pyfuncitem)
+        cases = model_cases(pyfuncitem)
         if not cases or self._eager_pass:
             return None
         self.result["form"] = "model_case"
@@ -158,9 +180,6 @@ class ChildPlugin:
             raise RuntimeError(self.result["error"])
         if self.path_not_applicable(cases[0]):
             return True
-        kwargs = _compile_kwargs(pyfuncitem)
-        compiled: wl.Outputs = {}
-        eager: wl.Outputs = {}
         prepared = []
         for i, case in enumerate(cases):
             prefix = f"case{i}." if len(cases) > 1 else ""
@@ -169,44 +188,50 @@ class ChildPlugin:
         self.mark("on_device")
         self.tell_imports()
         with self.path.watching(self.artifact, self.device or "cpu"):
-            self.reclaim_cache_settings()
-            self.observer.start()  # imports torch._dynamo: part of setup, not of the workload
-            self.mark("workload_start")  # a warm start begins with loading the artifact
-            phase = self.spec["phase"]
             try:
-                self.load_artifact()
-                if self.artifact.get("error"):
-                    self.result["ran"] = True  # the path failed before the workload
-                    return True
-                for prefix, case, model, inputs, ckw, _ in prepared:
-                    try:
-                        fn = self.path.compile(phase, self.artifact_path, self._original_compile(),
-                                               model, case, kwargs, inputs, ckw, self.artifact)
-                    except NotApplicable as e:
-                        self.artifact["na"] = str(e)
-                    except ArtifactFailed as e:
-                        self.artifact["error"] = str(e)
-                    except Exception:
-                        if self.path.via == "local":
-                            raise
-                        self.artifact["error"] = (f"the {self.path.via} path failed to build or "
-                                                  f"load its artifact:\n"
-                                                  + traceback.format_exc(limit=6))
-                    if self.artifact.get("na") or self.artifact.get("error"):
-                        self.result["ran"] = True
-                        return True
-                    compiled.update(wl.run_case_step(fn, model, case, inputs, ckw, prefix))
-            except BaseException:
-                self.result["error"] = traceback.format_exc()
-                raise
+                with self.workload():
+                    compiled = self._compile_and_run(prepared, compile_kwargs(pyfuncitem))
             finally:
-                self.mark("workload_end")
-                self.observer.stop()
-                self.check_confined("after the workload")
                 if self.spec.get("artifact") != "save":  # nothing compiles after this
                     lifetime.deprioritize_descendants()
             self.result["ran"] = True
+            if compiled is None:  # the path failed, or cannot take this workload
+                return True
             self.save_artifact()
+        self._finish(compiled, *self._case_references(prepared))
+        return True
+
+    def _compile_and_run(self, prepared: List[Any], kwargs: Dict[str, Any]
+                         ) -> Optional[wl.Outputs]:
+        """Each case compiled the path's way and run once; None where the path has no
+        artifact to load, failed to build one, or cannot take the model (recorded)."""
+        if self.artifact.get("error"):
+            return None
+        compiled: wl.Outputs = {}
+        phase = self.spec["phase"]
+        for prefix, case, model, inputs, ckw, _ in prepared:
+            try:
+                fn = self.path.compile(phase, self.artifact_path, self._original_compile(),
+                                       model, case, kwargs, inputs, ckw, self.artifact)
+            except NotApplicable as e:
+                self.artifact["na"] = str(e)
+            except ArtifactFailed as e:
+                self.artifact["error"] = str(e)
+            except Exception:
+                if self.path.via == "local":
+                    raise
+                self.artifact["error"] = (f"the {self.path.via} path failed to build or "
+                                          f"load its artifact:\n"
+                                          + traceback.format_exc(limit=6))
+            if self.artifact.get("na") or self.artifact.get("error"):
+                return None
+            compiled.update(wl.run_case_step(fn, model, case, inputs, ckw, prefix))
+        return compiled
+
+    def _case_references(self, prepared: List[Any]) -> Tuple[
+            wl.Outputs, Optional[str], Optional[wl.Outputs], Optional[str], List[Dict[str, Any]]]:
+        """Eager (and under another seed: the random tensors), then float64."""
+        eager: wl.Outputs = {}
         eager_note = ref_note = None
         ref: Optional[wl.Outputs] = None
         random: List[Dict[str, Any]] = []
@@ -233,9 +258,8 @@ class ChildPlugin:
                         ref.update(wl.run_case_step(model, model, case, float64.up(inputs),
                                                     float64.up(ckw), prefix))
             except Exception as e:
-                ref, ref_note = None, _first_line(e)
-        self._finish(compiled, eager, eager_note, ref, ref_note, random)
-        return True
+                ref, ref_note = None, first_line(e)
+        return eager, eager_note, ref, ref_note, random
 
     def random_tensors(self, run: Callable[[int], wl.Outputs], eager: wl.Outputs
                        ) -> List[Dict[str, Any]]:
@@ -252,7 +276,7 @@ class ChildPlugin:
         except Exception as e:
             self.result["random_note"] = ("could not tell which tensors depend on random draws "
                                           "(the eager reference failed under another seed): "
-                                          + _first_line(e))
+                                          + first_line(e))
             return []
         finally:
             self.mark("random_probe_end")
@@ -338,7 +362,7 @@ class ChildPlugin:
         try:
             found = confinement.escapes(self.spec["root"], self.spec.get("private") or {}, when)
         except Exception as e:  # our own machinery: said, never a verdict on the model
-            found = [("tmp", f"could not tell where the caches were {when}: {_first_line(e)}")]
+            found = [("tmp", f"could not tell where the caches were {when}: {first_line(e)}")]
         self.result["escaped"] = [text for label, text in found if label != "tmp"]
         notes = self.result.setdefault("reclaimed", [])
         notes += [text for label, text in found if label == "tmp" and text not in notes]
@@ -401,121 +425,23 @@ def _skip_worker_pool_join() -> None:
         atexit.unregister(handler)
 
 
-class BodyHooks:
-    """Test-body form: the body is the workload; every compiled callable is recorded,
-    then the body runs again under force_eager for the reference, and once more in
-    float64 (under float64.make_mode) for the accuracy rule. A separate
-    object because one plugin cannot implement the same hook twice."""
-
-    def __init__(self, owner: ChildPlugin) -> None:
-        self.owner = owner
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Any:
-        o = self.owner
-        if o._eager_pass or pyfuncitem.nodeid != o.spec["nodeid"] or _model_cases(pyfuncitem):
-            return (yield)
-        o.result["form"] = "test_body"
-        if _compile_kwargs(pyfuncitem):
-            o.result["notes"] = [f"the marker's torch.compile arguments "
-                                 f"({', '.join(_compile_kwargs(pyfuncitem))}) were not used: "
-                                 f"they apply to a ModelCase, and this test body calls "
-                                 f"torch.compile itself"]
-        if o.result["error"]:
-            raise RuntimeError(o.result["error"])
-        self.rng_at_start = randomness.rng_state()  # the eager re-runs start here too
-        with o.path.watching(o.artifact, o.device or "cpu"):
-            skip = o.path_not_applicable(None)
-            o.recorder.reset()
-            o.recorder.active = True
-            # each compiled call draws from its own seed and leaves the generator as it
-            # found it, as in the eager re-runs: draws outside compiled calls (a fresh
-            # input after a dropout step) are then the same in every run
-            o.recorder.reseed = randomness.REFERENCE_SEED
-            o.reclaim_cache_settings()
-            o.observer.start()
-            o.mark("workload_start")
-            try:
-                if not skip:
-                    o.load_artifact()
-                if skip or o.artifact.get("error"):  # the body is not run
-                    skip = o.result["ran"] = o._skip_body = True
-                res = yield
-            except BaseException:
-                o.result["error"] = traceback.format_exc()
-                raise
-            finally:
-                o.mark("workload_end")
-                o.observer.stop()
-                o.check_confined("after the workload")
-                o.recorder.active = False
-                o.recorder.reseed = None
-                o._skip_body = False
-            if skip:
-                return res
-            o.result["ran"] = True
-            o.save_artifact()
-        compiled = dict(o.recorder.outputs)
-        o._eager_pass = True
-        note = ref_note = None
-        eager: wl.Outputs = {}
-        ref: Optional[wl.Outputs] = None
-        random: List[Dict[str, Any]] = []
-        try:
-            with wl.force_eager() as why:
-                note = why
-                if why is None:
-                    eager = self._rerun(pyfuncitem, randomness.REFERENCE_SEED)
-                    random = o.random_tensors(lambda seed: self._rerun(pyfuncitem, seed), eager)
-                    try:
-                        with float64.make_mode():
-                            ref = self._rerun(pyfuncitem, randomness.REFERENCE_SEED)
-                    except Exception as e:
-                        ref_note = "the test body failed in float64: " + _first_line(e)
-        except Exception:
-            note = ("the test body failed when re-run under force_eager:\n"
-                    + traceback.format_exc(limit=3))
-        finally:
-            o._eager_pass = False
-            o.recorder.active = False
-            o.recorder.reseed = None
-        if ref is not None and not ref:
-            ref, ref_note = None, "the test body recorded nothing in float64"
-        o._finish(compiled, eager, note, ref, ref_note, random)
-        return res
-
-    def _rerun(self, pyfuncitem: pytest.Function, seed: int) -> wl.Outputs:
-        """The body once more, from the random state it started with, recording what
-        it computes; the random draws inside each compiled call come from `seed`."""
-        o = self.owner
-        o.recorder.reset()
-        o.recorder.active = True
-        o.recorder.reseed = seed
-        randomness.set_rng_state(self.rng_at_start)
-        try:
-            pyfuncitem.ihook.pytest_pyfunc_call(pyfuncitem=pyfuncitem)
-        finally:
-            o.recorder.active = False
-        return dict(o.recorder.outputs)
-
-
 def _calls(outputs: wl.Outputs) -> List[str]:
     """The compiled calls a test body recorded, in order ("call0:fn")."""
     return list(dict.fromkeys(n.split(":", 1)[0] + ":" + n.split(":", 1)[1].split("[")[0]
                               .split(".")[0] for n in outputs if n.startswith("call")))
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     lines = str(e).strip().splitlines()
     return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
 
 
-def _model_cases(item: pytest.Function) -> List[ModelCase]:
+def model_cases(item: pytest.Function) -> List[ModelCase]:
     funcargs = getattr(item, "funcargs", {}) or {}
     return [v for v in funcargs.values() if isinstance(v, ModelCase)]
 
 
-def _compile_kwargs(item: pytest.Item) -> Dict[str, Any]:
+def compile_kwargs(item: pytest.Item) -> Dict[str, Any]:
     marker = item.get_closest_marker("compile_cache")
     return dict(marker.kwargs) if marker else {}
 
