@@ -12,23 +12,41 @@ import os
 import shutil
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.child import confinement
 from pytest_compilecache.controller import diskspace
 from pytest_compilecache.controller.item import CheckItem
+from pytest_compilecache.controller.keyhistory import KeyHistory
 from pytest_compilecache.controller.outcome import blame_full_disk, phase_outcome
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
                                            share_precompiled_headers)
 from pytest_compilecache.model import OK_VERDICTS, CheckResult, error_result
+from pytest_compilecache.options import Settings
 from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
 
-if TYPE_CHECKING:
-    from pytest_compilecache.controller.session import CompileCacheSession
-
 Timings = Dict[str, Optional[float]]
+
+
+class Shared(Protocol):
+    """What the checks of a session share (controller/session.py holds it)."""
+    config: Any
+    settings: Settings
+    launcher: Any
+    progress: Any
+    history: KeyHistory
+    said_dropped: bool
+
+    def baseline(self) -> Any: ...
+
+    def slot_pool(self) -> Any: ...
+
+    def pch_dir(self) -> Path: ...
+
+    def child_argv(self, item: CheckItem, root: CacheRoot, phase: str,
+                   tree: Optional[Path] = None) -> List[str]: ...
 
 
 class CheckRun:
@@ -36,7 +54,7 @@ class CheckRun:
     is an `error` naming the controller (or the machine, for a refused write), never a
     check missing from the report."""
 
-    def __init__(self, session: "CompileCacheSession", item: CheckItem,
+    def __init__(self, session: Shared, item: CheckItem,
                  path: WarmStartPath) -> None:
         self.session, self.settings, self.item, self.path = session, session.settings, item, path
         self.roots: List[CacheRoot] = []

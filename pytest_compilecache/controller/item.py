@@ -3,15 +3,18 @@ its failure reads (the check's report, its first reason as pytest's crash messag
 JUnit properties). The check itself runs in `check.CheckRun`."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import Any, List, Optional, Protocol, Tuple
 
 import pytest
 
 from pytest_compilecache.model import OK_VERDICTS, CheckResult
 from pytest_compilecache.render import report
 
-if TYPE_CHECKING:
-    from pytest_compilecache.controller.session import CompileCacheSession
+
+class RunsChecks(Protocol):
+    """What an item needs of the session (controller/session.py)."""
+
+    def run_check(self, item: "CheckItem") -> List[CheckResult]: ...
 
 
 class CheckFailed(Exception):
@@ -50,7 +53,7 @@ class CheckItem(pytest.Item):
     """Stands in for a marked test under --compile-cache-check: same node id and
     markers, but no fixtures are set up here; the phases run in child processes."""
 
-    def __init__(self, *, original: pytest.Function, check_session: "CompileCacheSession",
+    def __init__(self, *, original: pytest.Function, check_session: RunsChecks,
                  **kw: Any) -> None:
         super().__init__(**kw)
         self._location_info = original.reportinfo()
