@@ -33,23 +33,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "compile_cache(**compile_kwargs): a torch.compile cache check; with "
         "--compile-cache-check it is compiled cold then warm in fresh processes and fails "
         "when a cache layer misses. Keyword arguments go to torch.compile.")
-    spec_path = os.environ.get(CHILD_SPEC_ENV)
+    spec_path = os.environ.pop(CHILD_SPEC_ENV, None)  # not for the test's own subprocesses
     if spec_path:
-        from pytest_compilecache.child.body import BodyHooks
-        from pytest_compilecache.child.phase import ChildPlugin, load_spec
-
-        os.environ.pop(CHILD_SPEC_ENV)  # not for the test's own subprocesses
-        spec = load_spec(spec_path)
-        from pytest_compilecache import paths
-
-        path_cls = paths.registry(config.pluginmanager)[spec.get("path") or "local"]
-        forked_by = os.environ.pop(lifetime.LAUNCHER_PID_ENV, None)
-        lifetime.die_with_launcher(int(forked_by) if forked_by else spec.get("launcher_pid"))
-        child = ChildPlugin(spec, path_cls())
-        child.configure()
-        config.stash[_SESSION] = child
-        config.pluginmanager.register(child, "compilecache-child")
-        config.pluginmanager.register(BodyHooks(child), "compilecache-child-body")
+        _register_phase_child(config, spec_path)
         return
     try:
         settings = Settings.from_config(config)
@@ -59,40 +45,30 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_paths(config, settings.via)
     if not settings.check:
         return
-    from pytest_compilecache.controller.role import Role, role_of
-
-    role = role_of(config)
-    lifetime.interrupt_on_sigterm(forward=role is not Role.WORKER)
-    if role is Role.WORKER:  # an xdist worker ends with its controller
-        lifetime.parent_death_signal()
     if settings.baseline:
         _check_baseline(config, settings.baseline)
-    from pytest_compilecache.controller.gpus import LOCK_DIR_ENV
-    from pytest_compilecache.controller.ledger import Ledger, open_results_dir
-    from pytest_compilecache.controller.session import CompileCacheSession, lock_dir
+    from pytest_compilecache.controller.session import start_session
 
-    session = CompileCacheSession(config, settings)
-    if role is not Role.WORKER:  # the controller: workers inherit its dirs
-        from pytest_compilecache.controller import preflight
-
-        found = preflight.problems(settings.report, session.store_path, settings.store,
-                                   settings.root)
-        found += preflight.remote_problems(settings.via, settings.redis)
-        if found:
-            raise pytest.UsageError("\n".join(found))
-        fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
-        try:
-            path = lock_dir(settings.lock_dir)
-        except OSError as e:
-            raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
-        session.owned_lock_dir = path if fresh else None
-        session.lock_path = path
-        session.open_pch_dir()
-        session.ledger = Ledger(open_results_dir())
-    else:
-        session.adopt_dirs(getattr(config, "workerinput", {}))
+    session = start_session(config, settings)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "compilecache-session")
+
+
+def _register_phase_child(config: pytest.Config, spec_path: str) -> None:
+    """In a phase process: the child's plugin, with its side of the check's path."""
+    from pytest_compilecache import paths
+    from pytest_compilecache.child.body import BodyHooks
+    from pytest_compilecache.child.phase import ChildPlugin, load_spec
+
+    spec = load_spec(spec_path)
+    path_cls = paths.registry(config.pluginmanager)[spec.get("path") or "local"]
+    forked_by = os.environ.pop(lifetime.LAUNCHER_PID_ENV, None)
+    lifetime.die_with_launcher(int(forked_by) if forked_by else spec.get("launcher_pid"))
+    child = ChildPlugin(spec, path_cls())
+    child.configure()
+    config.stash[_SESSION] = child
+    config.pluginmanager.register(child, "compilecache-child")
+    config.pluginmanager.register(BodyHooks(child), "compilecache-child-body")
 
 
 def _check_paths(config: pytest.Config, vias: Any) -> None:

@@ -339,6 +339,39 @@ NO_CHECKS = ("--compile-cache-check selected no check: no collected test carries
              "pytest_collection_modifyitems; -k, -m and --compile-cache-shard can leave none)")
 
 
+def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSession:
+    """The session of this process, with its directories: the controller makes them
+    (after the up-front checks, a usage error naming what is wrong), an xdist worker is
+    handed them."""
+    from pytest_compilecache import lifetime
+    from pytest_compilecache.controller.gpus import LOCK_DIR_ENV
+    from pytest_compilecache.controller.ledger import open_results_dir
+
+    session = CompileCacheSession(config, settings)
+    lifetime.interrupt_on_sigterm(forward=session.role is not Role.WORKER)
+    if session.role is Role.WORKER:  # an xdist worker ends with its controller, and
+        lifetime.parent_death_signal()  # inherits its dirs
+        session.adopt_dirs(getattr(config, "workerinput", {}))
+        return session
+    from pytest_compilecache.controller import preflight
+
+    found = preflight.problems(settings.report, session.store_path, settings.store,
+                               settings.root)
+    found += preflight.remote_problems(settings.via, settings.redis)
+    if found:
+        raise pytest.UsageError("\n".join(found))
+    fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
+    try:
+        path = lock_dir(settings.lock_dir)
+    except OSError as e:
+        raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
+    session.owned_lock_dir = path if fresh else None
+    session.lock_path = path
+    session.open_pch_dir()
+    session.ledger = Ledger(open_results_dir())
+    return session
+
+
 def _deselect(config: pytest.Config, items: List[pytest.Item], keep: Any) -> None:
     drop = [i for i in items if not keep(i)]
     if drop:
