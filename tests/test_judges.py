@@ -33,7 +33,7 @@ def path_judge(name: str) -> Callable[..., CheckResult]:
 
 
 CASES = sorted(p.stem for p in DATA.glob("*.json"))
-# problems the session adds after the judge ran (controller/session.py): its check that
+# problems the controller adds after the judge ran (controller/check.py): its check that
 # the cold run's files are intact when the warm run starts
 SESSION_ONLY = ("cache damaged between build and deploy",)
 

@@ -1,6 +1,6 @@
 """Record real cold/warm phase records for tests/test_judges.py (see README.md here).
 
-    . /work/venv/bin/activate
+    # in the development install of the README
     python tests/data/records/record.py            # every session below, one at a time
     python tests/data/records/record.py local      # one session (local, pgo_job_id, paths)
 
