@@ -260,7 +260,7 @@ def test_a_whole_copy_of_the_environment_is_recorded_once_with_where() -> None:
     """dict(os.environ) and os.environ.copy() at import are copies of everything: one
     record (then `differs_at_import` lets only per-phase variables differ), not a read of
     each variable; a read by name is still a read."""
-    from pytest_compilecache.launch.forkserver import _EnvSpy
+    from pytest_compilecache.launch.envspy import EnvSpy as _EnvSpy
 
     spy = _EnvSpy({"A": "1", "B": "2"})
     assert dict(spy) == {"A": "1", "B": "2"} and spy.copy() == {"A": "1", "B": "2"}

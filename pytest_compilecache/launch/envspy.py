@@ -1,0 +1,149 @@
+"""os.environ while the preloaded interpreter imports (forkserver.py): which variables
+torch and the libraries read at import, which of those reads a phase can make again
+(a torch config entry being installed, replayed in the phase; a capture the phase
+redoes), and where any other read or a copy of the whole environment was made.
+"""
+from __future__ import annotations
+
+import collections.abc
+import os
+import sys
+from types import FrameType
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+# an entry whose env defaults torch read at import: (entry, __init__ args) to replay
+Replay = Tuple[Any, Tuple[Any, ...]]
+
+
+class EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
+    """os.environ while the preload imports: records every variable read, and which
+    reads came from a torch config entry being installed (those can be read again)."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.reads: Dict[str, bool] = {}  # name -> every read can be read again in a phase
+        self.readers: Dict[str, str] = {}  # name -> where a read that cannot was made
+        self.entries: List[Tuple[List[str], Replay]] = []
+        self.redo: List[str] = []  # captures a phase redoes (_REDO)
+        self.quiet = 0  # reads made by our own stand-ins (_CudaAsked) are not torch's
+        self.copies: List[str] = []  # where the whole environment was copied (dict(os.environ))
+        self._copying: set = set()  # keys a copy still reads, one by one
+
+    def _saw(self, key: str) -> None:
+        if self.quiet:
+            return
+        if key in self._copying:  # part of a whole copy, recorded as one
+            self._copying.discard(key)
+            return
+        replay, again_here, where = _reader(key)
+        if replay is not None:
+            self.entries.append(([key], replay))
+        if where in REDO_BY_NAME and where not in self.redo:
+            self.redo.append(where)
+        again = replay is not None or again_here
+        if not again:
+            self.readers.setdefault(key, where)
+        self.reads[key] = self.reads.get(key, True) and again
+
+    def __getitem__(self, key: str) -> str:
+        self._saw(key)
+        return self.env[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._saw(key)
+        return self.env.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self._saw(key)
+        return key in self.env
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self.env[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.env[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.env)
+
+    def __len__(self) -> int:
+        return len(self.env)
+
+    def copy(self) -> Dict[str, str]:
+        """os.environ.copy(): a copy of the whole environment, as dict(os.environ) is."""
+        self._copied()
+        return dict(self.env)
+
+    def keys(self) -> Any:
+        """dict(os.environ) asks for the keys, then reads each: a copy of the whole
+        environment (fsspec's config at import), recorded as one, with where."""
+        self._copied()
+        self._copying = set(self.env)
+        return self.env.keys()
+
+    def _copied(self) -> None:
+        if self.quiet:
+            return
+        where = _reader("")[2]
+        if where not in self.copies:
+            self.copies.append(where)
+
+    # listing the environment is not reading a variable: tqdm scans it for TQDM_*
+    def items(self) -> Any:
+        return self.env.items()
+
+    def values(self) -> Any:
+        return self.env.values()
+
+
+_PLUMBING = ("os.py", "tempfile.py", "forkserver.py", "envspy.py", "_collections_abc.py")
+
+
+def _redo_dynamo_cache() -> bool:
+    """torch._dynamo.package builds its precompile cache (`DynamoCache`, 2.9+) on
+    `cache_dir()/dynamo` at import: point it at the phase's cache dir, as its import
+    would have. False where the object is not the one this was written for."""
+    pkg = sys.modules.get("torch._dynamo.package")
+    store = getattr(pkg, "DynamoCache", None)
+    if store is None or not hasattr(store, "_path_prefix") or not hasattr(pkg, "cache_dir"):
+        return False
+    store._path_prefix = os.path.join(pkg.cache_dir(), "dynamo")  # type: ignore[union-attr]
+    return True
+
+
+# a phase's own variable read at import by a known capture: (variable, file, function)
+# -> what a phase calls to redo it, after taking its environment
+_REDO = {("TORCHINDUCTOR_CACHE_DIR", "_dynamo/package.py", "<module>"): _redo_dynamo_cache}
+REDO_BY_NAME = {fn.__name__: fn for fn in _REDO.values()}
+
+
+def _reader(key: str) -> Tuple[Optional[Replay], bool, str]:
+    """Who reads the environment: a torch config entry being installed (with its
+    __init__'s arguments, to replay; torch.utils._config_module, 2.5-2.15),
+    tempfile.gettempdir (its cache is cleared in each phase) or a capture in `_REDO`
+    (its name comes back as where), and where the read was made."""
+    f: Optional[FrameType] = sys._getframe(3)
+    where = ""
+    for _ in range(40):
+        if f is None:
+            break
+        code = f.f_code
+        for (var, suffix, func), redo in _REDO.items():
+            if key == var and code.co_name == func and code.co_filename.replace(
+                    os.sep, "/").endswith(suffix):
+                return None, True, redo.__name__
+        if code.co_name == "__init__" and code.co_filename.endswith("_config_module.py"):
+            names = code.co_varnames[:code.co_argcount]
+            try:
+                args = tuple(f.f_locals[n] for n in names)
+            except KeyError:
+                return None, False, where
+            return (args[0], args[1:]), False, where
+        if code.co_name == "_candidate_tempdir_list" and code.co_filename.endswith("tempfile.py"):
+            return None, True, where
+        if not where and not code.co_filename.endswith(_PLUMBING) \
+                and not code.co_filename.startswith("<frozen"):
+            where = f"{'/'.join(code.co_filename.split(os.sep)[-2:])}:{f.f_lineno}"
+        f = f.f_back
+    return None, False, where
