@@ -1,11 +1,13 @@
 """The data a check produces, as every process and tool reads it: the cache layers'
-names, a layer's verdict and the check's result (what the JSON report holds per check).
+names, a layer's verdict and the check's result (what the JSON report holds per check);
+and the wire the judges read it from, a phase child's record, typed (`PhaseRecord`).
 Pure, no torch, no pytest: the controller, the renderers, the CLI and the Action share it.
 """
 from __future__ import annotations
 
+import typing
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar, Union
 
 LAYERS = ("dynamo_pgo", "aot_autograd", "fx_graph", "kernels", "autotune")
 # each layer's column heading: in the terminal table, in markdown
@@ -16,8 +18,8 @@ SHORT_MD = {"dynamo_pgo": "PGO", "aot_autograd": "AOT", "fx_graph": "FX", "kerne
 KEYED = ("aot_autograd", "fx_graph")  # the layers whose entries have keys
 # verdicts that fail nothing: n/a is a warm-start path this torch or workload cannot take
 OK_VERDICTS = ("pass", "recorded", "n/a")
-# warm-vs-cold differences below this are the size of reordered float atomics, not of a
-# wrong kernel (seen on an H200: 1.8e-7 in BERT's embedding grad, 4.2e-7 in MobileNet's)
+# verdicts that problems do not turn into a fail (CheckResult.finalize)
+KEPT_VERDICTS = ("error", "n/a", "recorded")
 
 
 @dataclass
@@ -59,6 +61,14 @@ class CheckResult:
         """The node id, and the warm-start path when it is not the local restart."""
         return self.nodeid if self.via == "local" else f"{self.nodeid} [via {self.via}]"
 
+    def finalize(self) -> "CheckResult":
+        """The one place a judged check's problems become its verdict: any problem fails
+        it. An error, an n/a or a recorded run keeps its verdict (a path that turns an
+        error into its own failure says so itself: `WarmStartPath.failed`)."""
+        if self.problems and self.verdict not in KEPT_VERDICTS:
+            self.verdict = "fail"
+        return self
+
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)
 
@@ -76,3 +86,324 @@ def error_result(nodeid: str, phase: str, why: str, log_tail: str,
     if log_tail:
         text += "\n--- last lines of its output ---\n" + log_tail
     return CheckResult(nodeid=nodeid, verdict="error", error=text, timings=timings)
+
+
+# --------------------------------------------------------------------------------------
+# The wire: what a phase child writes (child/phase.py, child/probe.py, child/compare.py,
+# the path's "artifact" record), typed for the judges. `PhaseRecord.from_json` reads the
+# JSON as the judges always have: a missing key takes the field's default (older torch
+# versions and failed phases omit sections), a null section (a record whose cache
+# observer never stopped writes `"cache": null`) reads as empty, and an unknown key (a
+# newer child) is skipped. Payloads the judges pass on unread (output digests, key
+# components, versions, a comparison as the report shows it) stay plain JSON.
+
+WIRE_VERSION = 1
+
+W = TypeVar("W", bound="Wire")
+
+
+class Wire:
+    """A typed section of the wire. A field whose type is a container (dict, list, a
+    section) reads a missing or null value as its default; an Optional section reads a
+    missing, null or empty one as None (the judges' `if not section`); a scalar keeps
+    what was written, else its default. A field named `raw` gets the JSON read."""
+
+    @classmethod
+    def from_json(cls: Type[W], data: Any) -> W:
+        if isinstance(data, cls):
+            return data
+        d: Dict[str, Any] = data if isinstance(data, dict) else {}
+        hints = _hints(cls)
+        kw = {f.name: _read(hints[f.name], d[f.name], f) for f in fields(cls)  # type: ignore[arg-type]
+              if f.name in d and f.name != "raw"}
+        obj = cls(**kw)
+        if "raw" in hints:
+            setattr(obj, "raw", d)
+        return obj
+
+    @classmethod
+    def optional(cls: Type[W], data: Any) -> Optional[W]:
+        """None for a missing, null or empty section, as the judges' `if not section`."""
+        return cls.from_json(data) if isinstance(data, cls) or data else None
+
+
+_HINTS: Dict[type, Dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> Dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _read(tp: Any, value: Any, f: Any) -> Any:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Union:  # Optional[X]
+        inner = next(a for a in args if a is not type(None))
+        if isinstance(inner, type) and issubclass(inner, Wire):
+            return inner.optional(value)
+        return None if value is None else _read(inner, value, f)
+    if isinstance(tp, type) and issubclass(tp, Wire):
+        return tp.from_json(value) if isinstance(value, dict) else f.default_factory()
+    if origin in (list, List):
+        if not isinstance(value, list):
+            return f.default_factory() if value is None else value
+        item: Any = args[0] if args else Any
+        return [item.from_json(v) for v in value] if _is_wire(item) else value
+    if origin in (dict, Dict):
+        if not isinstance(value, dict):
+            return f.default_factory() if value is None else value
+        item = args[1] if len(args) > 1 else Any
+        return {k: item.from_json(v) for k, v in value.items()} if _is_wire(item) else value
+    return value
+
+
+def _is_wire(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, Wire)
+
+
+# -- the cache record (probe.py's CacheObserver.record) --------------------------------
+
+@dataclass
+class CacheEntry(Wire):
+    """One FX-graph or AOTAutograd cache lookup of a graph."""
+    state: str = "miss"                  # hit | miss | bypass
+    key: Optional[str] = None
+    backward: bool = False
+    bypass_reason: Optional[str] = None
+    detail: Optional[str] = None         # torch's cache_status_detailed: "guard_miss"
+    guard_expr: Optional[str] = None
+    components: List[Any] = field(default_factory=list)  # [[name, hash, value]]: opaque
+    compile_id: str = ""                 # the graph's Dynamo compile id (its graphs key)
+
+
+@dataclass
+class PgoIO(Wire):
+    read: int = 0
+    written: int = 0
+
+
+@dataclass
+class GraphEvents(Wire):
+    """What the caches saw of one compile id."""
+    fx_graph: List[CacheEntry] = field(default_factory=list)
+    aot_autograd: List[CacheEntry] = field(default_factory=list)
+    pgo: PgoIO = field(default_factory=PgoIO)
+
+    def entries(self, layer: str) -> List[CacheEntry]:
+        return self.fx_graph if layer == "fx_graph" else self.aot_autograd
+
+    @property
+    def compiled(self) -> bool:
+        """A graph Inductor compiled (looked up in a graph cache)."""
+        return bool(self.fx_graph or self.aot_autograd)
+
+
+@dataclass
+class PtxasPath(Wire):
+    start: Optional[str] = None
+    end: Optional[str] = None
+
+
+@dataclass
+class KernelInfo(Wire):
+    triton_listener: bool = False
+    triton_compiled: Optional[int] = None      # None without the listener (triton < 3.6)
+    triton_disk_hits: Optional[int] = None
+    kernels_via_triton_compile: int = 0
+    autotune_cache_states: List[str] = field(default_factory=list)
+    ptxas_path: Optional[PtxasPath] = None
+
+
+@dataclass
+class LayerConfig(Wire):
+    """Whether this torch has a layer and its config enables it, and why not."""
+    enabled: bool = True
+    why: Optional[str] = None
+    no_job_id: bool = False
+
+
+@dataclass
+class TuningRecord(Wire):
+    """What the tuning spy (judge/tuning.py) saw: kind -> kernels or ops really tuned."""
+    seen: Dict[str, List[str]] = field(default_factory=dict)
+    why: Dict[str, str] = field(default_factory=dict)        # kernel -> its stored result
+    watched: Dict[str, str] = field(default_factory=dict)    # kind -> the method wrapped
+    unwatched: Dict[str, str] = field(default_factory=dict)  # kind -> why not
+
+
+@dataclass
+class FrameCompile(Wire):
+    """One Dynamo frame compile (its `compilation_metrics` event, torch 2.5+)."""
+    compile_id: Optional[str] = None
+    co_name: Optional[str] = None
+    co_filename: Optional[str] = None
+    co_firstlineno: Optional[int] = None
+    fail_type: Optional[str] = None
+    fail_reason: Optional[str] = None
+    recompile_reason: Optional[str] = None
+
+
+@dataclass
+class LimitHit(Wire):
+    """Dynamo's warning that a code object reached its recompile limit."""
+    limit: Optional[str] = None
+    function: Optional[str] = None
+    reason: Optional[str] = None
+
+
+@dataclass
+class DynamoRecord(Wire):
+    compiles: List[FrameCompile] = field(default_factory=list)
+    limit_hits: List[LimitHit] = field(default_factory=list)
+    resets: Optional[int] = 0
+    code_ids: Dict[str, Any] = field(default_factory=dict)   # code -> its closure hash
+    user_code: Dict[str, str] = field(default_factory=dict)  # torch's wrapper -> user's
+
+
+@dataclass
+class CacheRecord(Wire):
+    """What a phase's caches did (probe.py's CacheObserver.record)."""
+    wall_s: Optional[float] = None
+    counters: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    graphs: Dict[str, GraphEvents] = field(default_factory=dict)
+    kernels: KernelInfo = field(default_factory=KernelInfo)
+    recompile_reasons: List[str] = field(default_factory=list)
+    dynamo: DynamoRecord = field(default_factory=DynamoRecord)
+    tuning: Optional[TuningRecord] = None
+    layer_config: Dict[str, LayerConfig] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Any) -> "CacheRecord":
+        rec = super().from_json(data)
+        for cid, g in rec.graphs.items():  # each entry knows its graph
+            for e in g.fx_graph + g.aot_autograd:
+                e.compile_id = cid
+        return rec
+
+    def counter(self, group: str, name: str) -> int:
+        return int((self.counters.get(group) or {}).get(name, 0))
+
+    def entries(self, layer: str) -> List[CacheEntry]:
+        """Every lookup of a keyed layer, in compile order."""
+        return [e for g in self.graphs.values() for e in g.entries(layer)]
+
+
+# -- the output comparisons (child/compare.py) -------------------------------------------
+
+@dataclass
+class Mismatch(Wire):
+    name: str = "?"
+    message: Optional[str] = ""
+    max_abs_diff: Optional[float] = None
+    float64: Optional[Dict[str, Any]] = None  # the float64 rule's numbers, when it judged
+    random: bool = False                       # changes with the random seed
+
+
+@dataclass
+class WithinNoise(Wire):
+    """A tensor that differs bitwise, within arithmetic noise."""
+    name: str = "?"
+    max_abs_diff: Optional[float] = None
+    diff_rmse: Optional[float] = None
+    limit: Optional[float] = None
+    random: bool = False
+
+
+@dataclass
+class RandomTensor(Wire):
+    name: str = "?"
+
+
+@dataclass
+class Float64Reference(Wire):
+    available: bool = False
+    note: Optional[str] = None
+    unusable_miss: Optional[float] = None
+
+
+@dataclass
+class ColdComparison(Wire):
+    """A later phase's outputs against an earlier one's (compare_with_cold)."""
+    ok: Optional[bool] = None
+    mode: Optional[str] = None
+    mismatches: List[Mismatch] = field(default_factory=list)
+    within_noise: List[WithinNoise] = field(default_factory=list)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # as written
+
+
+@dataclass
+class EagerComparison(Wire):
+    """Compiled outputs against eager ones (compare_with_eager), or why not (`note`)."""
+    ok: Optional[bool] = None
+    note: Optional[str] = None
+    total: Optional[int] = None
+    mismatches: List[Mismatch] = field(default_factory=list)
+    random: List[RandomTensor] = field(default_factory=list)
+    float64: Float64Reference = field(default_factory=Float64Reference)
+    ungated_gradients: List[str] = field(default_factory=list)
+    gradient_rel_error: Optional[float] = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # as written
+
+
+# -- a warm-start path's record (paths/*.py, the child's side) -------------------------
+
+@dataclass
+class RemoteStats(Wire):
+    """One of torch's remote or local cache tallies (remote_cache.cache_stats)."""
+    hit: int = 0
+    miss: int = 0
+    put: int = 0
+    exception: int = 0
+
+
+@dataclass
+class ArtifactRecord(Wire):
+    na: Optional[str] = None        # why the path cannot take this workload
+    error: Optional[str] = None     # the path failed: its artifact missing or unreadable
+    files: Dict[str, int] = field(default_factory=dict)     # the cache root after the load
+    watched: Dict[str, str] = field(default_factory=dict)   # cache dirs by name
+    load_s: Optional[float] = None
+    bytes: Optional[int] = 0
+    counts: Dict[str, int] = field(default_factory=dict)    # artifacts per kind
+    cold_ran: Optional[str] = None  # "eager": the cold process only built the artifact
+    ignored_options: List[str] = field(default_factory=list)
+    torch_said: List[str] = field(default_factory=list)
+    remote: Dict[str, RemoteStats] = field(default_factory=dict)
+
+
+# -- a phase record (child/phase.py's ChildPlugin.result) ------------------------------
+
+@dataclass
+class PhaseRecord(Wire):
+    """What one phase child wrote. `from_json(dict)` is how every judge reads one."""
+    phase: str = ""
+    nodeid: str = ""
+    error: Optional[str] = None
+    ran: bool = False
+    internal_step: Optional[str] = None  # a step of the plugin's own machinery failed
+    device: Optional[str] = None
+    device_name: Optional[str] = None
+    cuda_index: Optional[int] = None
+    form: Optional[str] = None           # model_case | test_body
+    versions: Dict[str, Any] = field(default_factory=dict)
+    job_id: Dict[str, Any] = field(default_factory=dict)  # {value, source}, passed on
+    cache: CacheRecord = field(default_factory=CacheRecord)
+    outputs: Dict[str, Any] = field(default_factory=dict)  # name -> digest, dtype, shape
+    compare_eager: Optional[EagerComparison] = None
+    compare_cold: Optional[ColdComparison] = None
+    random_note: Optional[str] = None
+    artifact: ArtifactRecord = field(default_factory=ArtifactRecord)
+    notes: List[str] = field(default_factory=list)
+    marks: Dict[str, float] = field(default_factory=dict)
+    reclaimed: List[str] = field(default_factory=list)
+    escaped: List[str] = field(default_factory=list)
+    wire_version: int = WIRE_VERSION  # records before the wire was versioned are 1
+
+
+RecordLike = Union[Dict[str, Any], PhaseRecord]
+
+
+def phase_records(recs: Mapping[str, Any]) -> Dict[str, PhaseRecord]:
+    """The phase records a path judges, typed (each read once; typed ones kept)."""
+    return {phase: PhaseRecord.from_json(rec) for phase, rec in recs.items()}

@@ -1,3 +1,4 @@
-"""The rules that turn phase records into a check's verdict: the cache layers, recompiles,
-keys, bypasses, autotuning. Pure.
+"""The rules that turn phase records (`model.PhaseRecord`) into a check's verdict: the
+cache layers (keyed.py, pgo.py, kernels.py), the outputs, recompiles, keys, bypasses,
+autotuning; verdict.py puts them together. Pure.
 """

@@ -1,12 +1,26 @@
 """Cache-key components: normalise, match a warm entry to its cold twin, and say
-which components differ. Pure functions over the child's JSON."""
+which components differ. Pure functions over a phase record's typed cache entries, or
+over the manifest's graph rows (plain JSON with the same `key`, `backward` and
+`components`)."""
 from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
+
+from pytest_compilecache.model import CacheEntry
 
 _ADDR = re.compile(r"0x[0-9a-fA-F]{6,}")
+
+Entry = Union[CacheEntry, Mapping[str, Any]]
+E = TypeVar("E", bound=Entry)
+
+
+def _parts(entry: Entry) -> Tuple[Any, Any, List[Any]]:
+    """(key, backward, components) of a typed entry, or of a manifest row."""
+    if isinstance(entry, CacheEntry):
+        return entry.key, entry.backward, entry.components
+    return entry.get("key"), entry.get("backward"), entry.get("components") or []
 
 
 def normalize_reason(text: Optional[str]) -> str:
@@ -16,20 +30,21 @@ def normalize_reason(text: Optional[str]) -> str:
     return " ".join(_ADDR.sub("0x…", str(text)).split())
 
 
-def component_map(entry: Dict[str, Any]) -> Dict[str, List[Any]]:
-    return {c[0]: c for c in entry.get("components") or []}
+def component_map(entry: Entry) -> Dict[str, List[Any]]:
+    return {c[0]: c for c in _parts(entry)[2]}
 
 
-def best_match(entry: Dict[str, Any], candidates: Iterable[Dict[str, Any]]
-               ) -> Optional[Dict[str, Any]]:
+def best_match(entry: Entry, candidates: Iterable[E]) -> Optional[E]:
     """The candidate (same backward flag) sharing most component hashes; a same-key
     candidate wins outright."""
-    mine = {c[0]: c[1] for c in entry.get("components") or []}
+    key, backward, components = _parts(entry)
+    mine = {c[0]: c[1] for c in components}
     best, score = None, -1
     for cand in candidates:
-        if cand.get("backward") != entry.get("backward"):
+        cand_key, cand_backward, _ = _parts(cand)
+        if cand_backward != backward:
             continue
-        if cand.get("key") and cand.get("key") == entry.get("key"):
+        if cand_key and cand_key == key:
             return cand
         theirs = component_map(cand)
         s = sum(1 for k, h in mine.items() if k in theirs and theirs[k][1] == h)
@@ -38,7 +53,7 @@ def best_match(entry: Dict[str, Any], candidates: Iterable[Dict[str, Any]]
     return best
 
 
-def differing_components(a: Dict[str, Any], b: Dict[str, Any]) -> List[Dict[str, Any]]:
+def differing_components(a: Entry, b: Entry) -> List[Dict[str, Any]]:
     """Components whose hashes differ, by hash (the value text is for humans)."""
     am, bm = component_map(a), component_map(b)
     out = []
@@ -64,6 +79,6 @@ def graph_code_diff(a: Optional[str], b: Optional[str], limit: int = 40,
     return lines[:limit] + (["…"] if len(lines) > limit else [])
 
 
-def component_value(entry: Dict[str, Any], name: str) -> Optional[str]:
+def component_value(entry: Entry, name: str) -> Optional[str]:
     c = component_map(entry).get(name)
     return None if c is None else str(c[2])

@@ -4,17 +4,22 @@ compiled again from code identical to a graph of the same run (reuse that failed
 
 No cache can save a model that recompiles: a regionally compiled stack whose blocks fail
 each other's guards compiles per block until the limit, while every cache layer hits.
-Pure: reads the cache records the children wrote (probe.py's `dynamo` section).
+Pure: reads the cache records the children wrote (probe.py's `dynamo` section), typed
+(`model.CacheRecord`) or as JSON; its summary (`summarize`) is what the report keeps.
 """
 from __future__ import annotations
 
 import os
 import re
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+
+from pytest_compilecache.model import CacheRecord, FrameCompile
 
 if TYPE_CHECKING:
     from pytest_compilecache.model import CheckResult
+
+CacheLike = Union[Dict[str, Any], CacheRecord]
 
 # guards automatic dynamic (and so a saved PGO profile) turns into one dynamic graph
 SHAPE_GUARDS = ("size mismatch", "stride mismatch")
@@ -40,50 +45,51 @@ def _frame(compile_id: str) -> Optional[str]:
     return compile_id.split("/")[0] if "/" in compile_id else None
 
 
-def _code(entry: Dict[str, Any], users: Optional[Dict[str, str]] = None) -> Optional[str]:
+def _code(entry: Union[Dict[str, Any], FrameCompile], users: Optional[Dict[str, str]] = None
+          ) -> Optional[str]:
     """The compiled code as the user knows it: a torch wrapper frame (wrap_inline's
     `inner`) is named by the user's function it calls."""
-    if not entry.get("co_name"):
+    e = FrameCompile.from_json(entry)
+    if not e.co_name:
         return None
-    where = os.path.basename(str(entry.get("co_filename") or ""))
-    line = entry.get("co_firstlineno")
-    name = f"{entry['co_name']} ({where}:{line})" if where else str(entry["co_name"])
+    where = os.path.basename(str(e.co_filename or ""))
+    line = e.co_firstlineno
+    name = f"{e.co_name} ({where}:{line})" if where else str(e.co_name)
     user = (users or {}).get(name)
     return f"{user}, through torch's {name}" if user else name
 
 
-def summarize(rec: Dict[str, Any]) -> Dict[str, Any]:
+def summarize(rec: CacheLike) -> Dict[str, Any]:
     """One phase: frames compiled, recompiles per code object with their guards, limits
     reached, identical graphs. Torch without `compilation_metrics` events (older than
     2.5) falls back to the cache events' compile ids."""
-    dyn = rec.get("dynamo") or {}
-    compiles: List[Dict[str, Any]] = list(dyn.get("compiles") or [])
+    rec = CacheRecord.from_json(rec)
+    dyn = rec.dynamo
+    compiles = list(dyn.compiles)
     if not compiles:  # counted from the graphs the caches saw
-        compiles = [{"compile_id": cid} for cid, g in (rec.get("graphs") or {}).items()
-                    if "/" in cid and (g.get("fx_graph") or g.get("aot_autograd"))]
+        compiles = [FrameCompile(compile_id=cid) for cid, g in rec.graphs.items()
+                    if "/" in cid and g.compiled]
     reasons: Dict[str, List[str]] = defaultdict(list)  # frame -> recompile reasons
-    for r in rec.get("recompile_reasons") or []:
+    for r in rec.recompile_reasons:
         f = _frame(str(r).split(":")[0])
         if f is not None:
             reasons[f].append(str(r))
     frames: Dict[str, Dict[str, Any]] = {}
     for e in compiles:
-        f = _frame(str(e.get("compile_id")))
+        f = _frame(str(e.compile_id))
         if f is None:
             continue
         row = frames.setdefault(f, {"frame": f, "code": None, "compiles": 0, "failed": 0,
                                     "guards": []})
-        row["code"] = row["code"] or _code(e, dyn.get("user_code"))
-        if e.get("fail_type"):
+        row["code"] = row["code"] or _code(e, dyn.user_code)
+        if e.fail_type:
             row["failed"] += 1
         else:
             row["compiles"] += 1
-        if e.get("recompile_reason") and not reasons.get(f):
-            row.setdefault("_reasons", []).append(e["recompile_reason"])
-    limits = []
-    for hit in dyn.get("limit_hits") or []:
-        g = guard(hit["reason"]) if hit.get("reason") else None
-        limits.append({"limit": hit.get("limit"), "function": hit.get("function"), "guard": g})
+        if e.recompile_reason and not reasons[f]:
+            row.setdefault("_reasons", []).append(e.recompile_reason)
+    limits = [{"limit": hit.limit, "function": hit.function,
+               "guard": guard(hit.reason) if hit.reason else None} for hit in dyn.limit_hits]
     for f, row in frames.items():
         texts = reasons.get(f) or row.pop("_reasons", [])
         row.pop("_reasons", None)
@@ -92,12 +98,12 @@ def summarize(rec: Dict[str, Any]) -> Dict[str, Any]:
         row["shape_guards"] = any(g in t for t in texts for g in SHAPE_GUARDS)
     if not limits:  # the warning filtered out (TORCH_LOGS): the failed compile says it too
         for e in compiles:
-            why = str(e.get("fail_reason") or "")
-            failed_row = frames.get(_frame(str(e.get("compile_id"))) or "")
+            why = str(e.fail_reason or "")
+            failed_row = frames.get(_frame(str(e.compile_id)) or "")
             if failed_row is not None and _LIMIT_FAILURE.search(why):
                 limits.append({"limit": "its recompile limit", "function": failed_row["code"],
                                "guard": (failed_row["guards"] or [None])[-1]})
-    return {"resets": int(dyn.get("resets") or 0),
+    return {"resets": int(dyn.resets or 0),
             "frames_compiled": sum(r["compiles"] for r in frames.values()),
             "recompiles": sum(r["recompiles"] for r in frames.values()),
             "codes": [frames[f] for f in sorted(frames, key=_order)],
@@ -113,24 +119,24 @@ def _distinct(items: List[str]) -> List[str]:
     return list(dict.fromkeys(i for i in items if i))
 
 
-def identical_graphs(rec: Dict[str, Any]) -> List[List[str]]:
+def identical_graphs(rec: CacheLike) -> List[List[str]]:
     """Compile ids whose forward FX graphs have the same code (their `gm` component, else
     the same FX key), in groups of two or more: each compile after the first redid work
     that a passing guard would have reused."""
     groups: Dict[str, List[str]] = defaultdict(list)
-    for cid, g in (rec.get("graphs") or {}).items():
-        for e in g.get("fx_graph") or []:
-            if e.get("backward"):
+    for cid, g in CacheRecord.from_json(rec).graphs.items():
+        for e in g.fx_graph:
+            if e.backward:
                 continue
-            code = next((c[1] for c in e.get("components") or [] if c[0] == "gm"), None)
-            ident = code or e.get("key")
+            code = next((c[1] for c in e.components if c[0] == "gm"), None)
+            ident = code or e.key
             if ident and cid not in groups[ident]:
                 groups[ident].append(cid)
     return [sorted(ids, key=lambda c: [_order(x) for x in c.split("/")])
             for ids in groups.values() if len(ids) > 1]
 
 
-def judge(res: "CheckResult", cold: Dict[str, Any], warm: Dict[str, Any],
+def judge(res: "CheckResult", cold: CacheLike, warm: CacheLike,
           cold_is_other_code: bool = False) -> None:
     """Adds each phase's summary to `res.dynamo`; a recompile limit reached in either
     phase, and a warm run that recompiles more than its cold one, are problems (not
@@ -140,8 +146,8 @@ def judge(res: "CheckResult", cold: Dict[str, Any], warm: Dict[str, Any],
     reached: Dict[str, Dict[str, Optional[str]]] = defaultdict(dict)  # what -> phase -> guard
     for phase in ("cold", "warm"):
         for hit in s[phase]["limit_hits"]:
-            what = f"{hit.get('function') or 'a code object'} reached {hit.get('limit')}"
-            reached[what][phase] = hit.get("guard")
+            what = f"{hit['function'] or 'a code object'} reached {hit['limit']}"
+            reached[what][phase] = hit["guard"]
     for what, by_phase in reached.items():
         guards = _distinct([g for g in by_phase.values() if g])
         res.problems.append(
@@ -153,12 +159,12 @@ def judge(res: "CheckResult", cold: Dict[str, Any], warm: Dict[str, Any],
               "are wanted")
     cw, ww = s["cold"]["recompiles"], s["warm"]["recompiles"]
     if ww > cw and not cold_is_other_code:
-        cold_by = {r["frame"]: r for r in s["cold"]["codes"]}
+        cold_n = {r["frame"]: r["compiles"] for r in s["cold"]["codes"]}
         more = [f"{r['code'] or 'frame ' + r['frame']} compiled {r['compiles']} times warm, "
-                f"{cold_by.get(r['frame'], {}).get('compiles', 0)} cold"
+                f"{cold_n.get(r['frame'], 0)} cold"
                 + (f", on {r['guards'][0]}" if r["guards"] else "")
                 for r in s["warm"]["codes"]
-                if r["compiles"] > cold_by.get(r["frame"], {}).get("compiles", 0)]
+                if r["compiles"] > cold_n.get(r["frame"], 0)]
         res.problems.append(f"recompiles: the warm run recompiled {ww} time(s), the cold one "
                             f"{cw}: " + "; ".join(more or ["?"]))
     res.notes += [f"recompiles: {line}" for line in lines(s)]

@@ -28,7 +28,12 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from pytest_compilecache.model import TuningRecord
+
+# a phase's tuning record (`TuningSpy.record()`), typed or as the child wrote it
+TuningLike = Union[None, Dict[str, Any], TuningRecord]
 
 KINDS = {"select": "template selection(s)", "configs": "config benchmark(s)",
          "coordesc": "coordinate-descent tuning(s)"}
@@ -212,10 +217,11 @@ NOT_RELOADED = ("its stored result names a config outside the kernel's list, whi
 IGNORED = "its stored result was there and matched; torch benchmarked anyway"
 
 
-def explain(rec: Optional[Dict[str, Any]], kernels: List[str]) -> List[str]:
+def explain(rec: TuningLike, kernels: List[str]) -> List[str]:
     """'tuned where <what was stored>: kernel, ...', per kind of stored result, for
     these kernels."""
-    why = (rec or {}).get("why") or {}
+    t = TuningRecord.optional(rec)
+    why = t.why if t is not None else {}
     by_reason: Dict[str, List[str]] = {}
     for kernel in dict.fromkeys(kernels):
         if why.get(kernel):
@@ -223,9 +229,10 @@ def explain(rec: Optional[Dict[str, Any]], kernels: List[str]) -> List[str]:
     return [f"tuned where {reason}: {_names(names)}" for reason, names in sorted(by_reason.items())]
 
 
-def untunable(rec: Optional[Dict[str, Any]]) -> List[str]:
+def untunable(rec: TuningLike) -> List[str]:
     """Kernels torch keeps no tuning result for: tuned at every start, no cache miss."""
-    return [k for k, why in ((rec or {}).get("why") or {}).items() if why == NO_CACHE]
+    t = TuningRecord.optional(rec)
+    return [k for k, why in (t.why if t is not None else {}).items() if why == NO_CACHE]
 
 
 def stored_result(tuner: Any) -> str:
@@ -274,11 +281,12 @@ def _find(module: str, cls_name: str, method: str) -> Optional[Tuple[Any, Any]]:
     return cls, raw
 
 
-def summary(rec: Optional[Dict[str, Any]]) -> Optional[Dict[str, List[str]]]:
+def summary(rec: TuningLike) -> Optional[Dict[str, List[str]]]:
     """What a phase really tuned, per kind; None when no spy ran (an older record)."""
-    if not rec or not rec.get("watched"):
+    t = TuningRecord.optional(rec)
+    if t is None or not t.watched:
         return None
-    return {k: list((rec.get("seen") or {}).get(k) or []) for k in KINDS}
+    return {k: list(t.seen.get(k) or []) for k in KINDS}
 
 
 def describe(seen: Dict[str, List[str]]) -> str:

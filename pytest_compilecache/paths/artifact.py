@@ -5,12 +5,13 @@ the artifact did not carry."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.judge.verdict import Carrier, autotune_benchmarks, judge, judge_loaded
-from pytest_compilecache.model import CheckResult
-from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots, WarmStartPath
+from pytest_compilecache.model import (ArtifactRecord, CheckResult, PhaseRecord, RecordLike,
+                                       phase_records)
+from pytest_compilecache.paths.base import PhasePlan, Phases, Records, Snapshots, WarmStartPath
 
 
 class ArtifactPath(WarmStartPath):
@@ -24,12 +25,12 @@ class ArtifactPath(WarmStartPath):
 
     loader = ""  # the torch call that loads the artifact, as a traceback names it
 
-    def goes_on(self, rec: Dict[str, Any]) -> bool:
+    def goes_on(self, rec: RecordLike) -> bool:
         """After a phase: no warm phase once the path is n/a or its artifact failed."""
-        art = rec.get("artifact") or {}
-        return not (art.get("na") or art.get("error"))
+        art = PhaseRecord.from_json(rec).artifact
+        return not (art.na or art.error)
 
-    def failed(self, phase: str, rec: Dict[str, Any], result: CheckResult) -> CheckResult:
+    def failed(self, phase: str, rec: RecordLike, result: CheckResult) -> CheckResult:
         """A warm process that crashed inside torch's loader: the artifact cannot be
         loaded on this machine, which is this path failing, not the plugin or the model."""
         if phase == "warm" and self.loader and self.loader in (result.error or ""):
@@ -42,32 +43,40 @@ class ArtifactPath(WarmStartPath):
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
-        cold_art = recs["cold"].get("artifact") or {}
-        warm_art = (recs.get("warm") or {}).get("artifact") or {}
-        if cold_art.get("na"):
+        phases = phase_records(recs)
+        cold = phases["cold"]
+        cold_art = cold.artifact
+        warm_art = phases["warm"].artifact if "warm" in phases else ArtifactRecord()
+        if cold_art.na:
             return CheckResult(nodeid=nodeid, verdict="n/a", via=self.via,
-                               versions=recs["cold"].get("versions") or {},
-                               device=recs["cold"].get("device"), timings=timings,
-                               notes=[f"{self.via}: {cold_art['na']}"])
-        missing = cold_art.get("error") or warm_art.get("error")
-        if missing or "warm" not in recs:
-            return CheckResult(nodeid=nodeid, verdict="fail", via=self.via,
-                               versions=recs["cold"].get("versions") or {},
-                               device=recs["cold"].get("device"), timings=timings,
-                               problems=[f"{self.via}: {missing or 'the warm phase did not run'}"])
-        loaded = warm_art.get("files") or {}
+                               versions=cold.versions, device=cold.device, timings=timings,
+                               notes=[f"{self.via}: {cold_art.na}"])
+        missing = cold_art.error or warm_art.error
+        if missing or "warm" not in phases:
+            return CheckResult(nodeid=nodeid, verdict="pass", via=self.via,
+                               versions=cold.versions, device=cold.device, timings=timings,
+                               problems=[f"{self.via}: {missing or 'the warm phase did not run'}"]
+                               ).finalize()
+        loaded = warm_art.files
         warm_new = [p for p in fs.added(loaded, snaps["warm"])
                     # an FX graph hit writes its output code (.py) into the new root, which
                     # the local restart found in place: that is no rebuild
                     if not (fs.layer_of(p) == "fx_graph" and p.endswith(".py"))]
-        probes = fs.cpu_capability_probes(warm_art.get("watched") or {}, warm_new)
+        probes = fs.cpu_capability_probes(warm_art.watched, warm_new)
         warm_new = [p for p in warm_new if p not in probes]
-        unpacked = self._unpacked_triton(recs["warm"], warm_new)
-        tuned = self._restored_autotune(recs["warm"], warm_new)
+        unpacked = self._unpacked_triton(phases["warm"], warm_new)
+        tuned = self._restored_autotune(phases["warm"], warm_new)
         warm_new = [p for p in warm_new if p not in unpacked and p not in tuned]
-        res = self.rule(nodeid, recs, snaps, warm_new, timings, triton_dir)
+        res = self.rule(nodeid, phases, snaps, warm_new, timings, triton_dir)
         res.via = self.via
-        res.timings["warm_load_s"] = warm_art.get("load_s")
+        res.timings["warm_load_s"] = warm_art.load_s
+        self._notes(res, cold_art, loaded, probes, unpacked, tuned)
+        return res.finalize()
+
+    def _notes(self, res: CheckResult, cold_art: ArtifactRecord, loaded: fs.Snapshot,
+               probes: Set[str], unpacked: List[str], tuned: List[str]) -> None:
+        """What the warm process found in place or wrote that is no rebuild, and what
+        the artifact carried."""
         if probes:
             res.notes.append(f"the warm process rebuilt {len(probes)} file(s) of torch's CPU "
                              f"capability probes (VecISA checks, once per empty cache "
@@ -84,41 +93,41 @@ class ArtifactPath(WarmStartPath):
                              f"empty cache from the artifact; the warm process benchmarked "
                              f"nothing")
         res.notes.append(self.carried(cold_art, loaded))
-        if cold_art.get("cold_ran") == "eager":
+        if cold_art.cold_ran == "eager":
             res.notes.append(f"{self.via}: the cold process built the artifact and ran the "
                              f"model eagerly; only the warm process loads it, so warm vs cold "
                              f"compares it with eager")
-        if cold_art.get("ignored_options"):
+        if cold_art.ignored_options:
             res.notes.append(f"{self.via}: compile options it does not take were left out: "
-                             + ", ".join(cold_art["ignored_options"]))
-        return res
+                             + ", ".join(cold_art.ignored_options))
 
     @staticmethod
-    def _unpacked_triton(warm: Dict[str, Any], warm_new: List[str]) -> List[str]:
+    def _unpacked_triton(warm: PhaseRecord, warm_new: List[str]) -> List[str]:
         """Files in the Triton cache that no Triton compile wrote: the FX entries bundle
         their kernels, and a load writes them out. Only when Triton's compile listener
         ran and counted no compile; without it every such file stays suspect."""
-        kernels = (warm.get("cache") or {}).get("kernels") or {}
-        if not kernels.get("triton_listener") or kernels.get("triton_compiled"):
+        kernels = warm.cache.kernels
+        if not kernels.triton_listener or kernels.triton_compiled:
             return []
         return [p for p in warm_new if p.startswith("triton/")]
 
     @staticmethod
-    def _restored_autotune(warm: Dict[str, Any], warm_new: List[str]) -> List[str]:
+    def _restored_autotune(warm: PhaseRecord, warm_new: List[str]) -> List[str]:
         """Autotune results a hit wrote out (a remote bundle, say) while no benchmark ran."""
-        if autotune_benchmarks(warm.get("cache") or {}):
+        if autotune_benchmarks(warm.cache):
             return []
         return [p for p in warm_new if fs.layer_of(p) == "autotune"]
 
-    def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
+    def rule(self, nodeid: str, recs: Phases, snaps: Snapshots, warm_new: List[str],
              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
-        """The cache layers as for a local restart: what the artifact filled must hit."""
+        """The cache layers as for a local restart: what the artifact filled must hit.
+        Its problems become the verdict in `judge`, after the path's own."""
         return judge(nodeid, recs["cold"], recs["warm"], snaps["cold"], warm_new, timings,
                      triton_dir, carrier=self.carrier)
 
-    def carried(self, cold_art: Dict[str, Any], loaded: fs.Snapshot) -> str:
-        what = ", ".join(f"{k} {n}" for k, n in sorted((cold_art.get("counts") or {}).items()))
-        return (f"{self.via}: {cold_art.get('bytes', 0)} bytes saved ({what or 'no artifacts'}), "
+    def carried(self, cold_art: ArtifactRecord, loaded: fs.Snapshot) -> str:
+        what = ", ".join(f"{k} {n}" for k, n in sorted(cold_art.counts.items()))
+        return (f"{self.via}: {cold_art.bytes} bytes saved ({what or 'no artifacts'}), "
                 f"{len(loaded)} file(s) in place after the load")
 
 
@@ -132,7 +141,7 @@ class LoadedArtifactPath(ArtifactPath):
                     f"to {self.name}-compile)")
         return None
 
-    def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
+    def rule(self, nodeid: str, recs: Phases, snaps: Snapshots, warm_new: List[str],
              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
         return judge_loaded(nodeid, recs["cold"], recs["warm"], warm_new, timings,
                             self.carrier)

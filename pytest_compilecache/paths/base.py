@@ -15,12 +15,14 @@ import contextlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
 from pytest_compilecache import files as fs
-from pytest_compilecache.model import CheckResult
+from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike
 
-Records = Dict[str, Dict[str, Any]]     # phase name -> what its child recorded
+# phase name -> what its child recorded: as the controller read it (JSON) or typed
+Records = Mapping[str, RecordLike]
+Phases = Dict[str, PhaseRecord]         # the same, typed (model.phase_records)
 Snapshots = Dict[str, fs.Snapshot]      # phase name -> the cache root's files after it
 Info = Dict[str, Any]                   # a phase's "artifact" record
 
@@ -68,11 +70,11 @@ class WarmStartPath:
     def close(self) -> None:
         """The session ends: stop what this path started."""
 
-    def goes_on(self, rec: Dict[str, Any]) -> bool:
+    def goes_on(self, rec: RecordLike) -> bool:
         """After a phase that ran: whether the next phase runs."""
         return True
 
-    def failed(self, phase: str, rec: Dict[str, Any], result: CheckResult) -> CheckResult:
+    def failed(self, phase: str, rec: RecordLike, result: CheckResult) -> CheckResult:
         """A phase failed (`result` is its error): the path may say what that means."""
         return result
 

@@ -3,9 +3,9 @@ built, started under this commit's code."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
-from pytest_compilecache.model import CheckResult
+from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike, phase_records
 from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots
 from pytest_compilecache.paths.local import LocalRestart
 
@@ -25,26 +25,28 @@ class Deploy(LocalRestart):
     records_keys = False
     cold_is_other_code = True
 
-    def goes_on(self, rec: Dict[str, Any]) -> bool:
-        return rec.get("phase") != "warm" or bool(random_tensors(rec))
+    def goes_on(self, rec: RecordLike) -> bool:
+        r = PhaseRecord.from_json(rec)
+        return r.phase != "warm" or bool(random_tensors(r))
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
-        res = super().judge(nodeid, recs, snaps, timings, triton_dir)
-        if "fresh" not in recs:
+        phases = phase_records(recs)
+        res = super().judge(nodeid, phases, snaps, timings, triton_dir)
+        if "fresh" not in phases:
             return res
-        cmp = recs["fresh"].get("compare_cold") or {}
-        res.outputs["fresh_vs_warm"] = cmp
-        n = len(random_tensors(recs["warm"]))
-        if not cmp:
+        cmp = phases["fresh"].compare_cold
+        res.outputs["fresh_vs_warm"] = cmp.raw if cmp is not None else {}
+        n = len(random_tensors(phases["warm"]))
+        if cmp is None:
             res.problems.append("outputs: the fresh compile of this commit's code made no "
                                 "comparison with the warm run")
-        elif not cmp.get("ok"):
-            first = cmp["mismatches"][0]
+        elif not cmp.ok:
+            first = cmp.mismatches[0]
             res.problems.append(
                 f"outputs: the warm run (the baseline's caches under this commit's code) differs "
-                f"from a fresh compile of this commit's code in {len(cmp['mismatches'])} "
-                f"tensor(s); first {first['name']}: {first.get('message', '')} - a stale cache "
+                f"from a fresh compile of this commit's code in {len(cmp.mismatches)} "
+                f"tensor(s); first {first.name}: {first.message} - a stale cache "
                 f"entry returns the baseline's numbers (a fresh head compile is the reference "
                 f"here because {n} tensor(s) change with the random seed and eager cannot "
                 f"judge them)")
@@ -52,12 +54,11 @@ class Deploy(LocalRestart):
             res.notes.append(f"{n} tensor(s) change with the random seed, which eager cannot "
                              f"judge: a fresh compile of this commit's code on an empty cache "
                              f"(an extra phase, run only for them) drew and computed what the "
-                             f"warm run did ({cmp.get('mode')})")
-        if res.problems:
-            res.verdict = "fail"
-        return res
+                             f"warm run did ({cmp.mode})")
+        return res.finalize()
 
 
-def random_tensors(rec: Dict[str, Any]) -> List[str]:
+def random_tensors(rec: RecordLike) -> List[str]:
     """The tensors a phase found to change with the random seed (`randomness`)."""
-    return [r["name"] for r in (rec.get("compare_eager") or {}).get("random") or []]
+    cmp = PhaseRecord.from_json(rec).compare_eager
+    return [r.name for r in cmp.random] if cmp is not None else []

@@ -8,9 +8,9 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
-from pytest_compilecache.judge.verdict import Carrier, counter
-from pytest_compilecache.model import CheckResult
-from pytest_compilecache.paths.base import Info, PhasePlan, Records, Snapshots, last_exception
+from pytest_compilecache.judge.verdict import Carrier
+from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike
+from pytest_compilecache.paths.base import Info, PhasePlan, Phases, Snapshots, last_exception
 from pytest_compilecache.paths.mega import MegaCache
 
 # torch's own words when caching precompile drops a guard, bypasses a frame, or cannot
@@ -31,28 +31,27 @@ class CachingPrecompile(MegaCache):
     carrier = Carrier("the caching-precompile artifact",
                       "it is a mega-cache, which keeps no compiled .so objects")
 
-    def failed(self, phase: str, rec: Dict[str, Any], result: CheckResult) -> CheckResult:
+    def failed(self, phase: str, rec: RecordLike, result: CheckResult) -> CheckResult:
         """The workload crashed with caching precompile on, and only then (the local
         path runs it without): a path that fails, with torch's reason."""
-        if rec.get("ran") or not rec.get("error") or rec.get("internal_step"):
-            return super().failed(phase, rec, result)
-        said = [x for x in (rec.get("artifact") or {}).get("torch_said") or []
-                if "dropped" not in x]
+        r = PhaseRecord.from_json(rec)
+        if r.ran or not r.error or r.internal_step:
+            return super().failed(phase, r, result)
+        said = [x for x in r.artifact.torch_said if "dropped" not in x]
         result.verdict, result.error = "fail", None
         result.problems = [f"precompile: the {phase} workload fails with caching precompile "
                            f"on (TORCH_CACHING_PRECOMPILE=1), which the local path runs "
-                           f"without: {last_exception(rec['error'])}"
+                           f"without: {last_exception(r.error)}"
                            + (f"; torch said: {said[-1]}" if said else "")]
         return result
 
-    def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
+    def rule(self, nodeid: str, recs: Phases, snaps: Snapshots, warm_new: List[str],
              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
         res = super().rule(nodeid, recs, snaps, warm_new, timings, triton_dir)
-        cold_said = (recs["cold"].get("artifact") or {}).get("torch_said") or []
-        warm_said = (recs["warm"].get("artifact") or {}).get("torch_said") or []
-        wc = recs["warm"].get("cache") or {}
-        hits = counter(wc, "dynamo_cache", "dynamo_cache_hit")
-        traced = counter(wc, "frames", "total")
+        cold_said, warm_said = recs["cold"].artifact.torch_said, recs["warm"].artifact.torch_said
+        wc = recs["warm"].cache
+        hits = wc.counter("dynamo_cache", "dynamo_cache_hit")
+        traced = wc.counter("frames", "total")
         if not hits or traced:
             why = [x for x in cold_said + warm_said if "dropped" not in x] or [
                 "torch logged no reason (is the compiled function the same code object in "
@@ -65,9 +64,7 @@ class CachingPrecompile(MegaCache):
             res.notes.append(f"precompile: {len(dropped)} guard(s) dropped, so a process "
                              f"that differs there still loads this entry: "
                              + "; ".join(dropped[:4]))
-        if res.problems:
-            res.verdict = "fail"
-        return res
+        return res  # its problems become the verdict in ArtifactPath.judge
 
     since = "2.9"
 

@@ -8,9 +8,9 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.judge.verdict import Carrier
-from pytest_compilecache.model import CheckResult
+from pytest_compilecache.model import ArtifactRecord, CheckResult, RecordLike, RemoteStats
 from pytest_compilecache.paths.artifact import ArtifactPath
-from pytest_compilecache.paths.base import Info, PhasePlan, Records, Snapshots, WarmStartPath
+from pytest_compilecache.paths.base import Info, PhasePlan, Phases, Snapshots, WarmStartPath
 
 
 class RemoteCaches(ArtifactPath):
@@ -53,7 +53,7 @@ class RemoteCaches(ArtifactPath):
         if self.server is not None:
             self.server.close()
 
-    def failed(self, phase: str, rec: Dict[str, Any], result: CheckResult) -> CheckResult:
+    def failed(self, phase: str, rec: RecordLike, result: CheckResult) -> CheckResult:
         result = super().failed(phase, rec, result)
         if "was not cold" in (result.error or "") and self.server is not None \
                 and not self.server.owned:
@@ -63,46 +63,43 @@ class RemoteCaches(ArtifactPath):
                 f"--compile-cache-redis out)")
         return result
 
-    def carried(self, cold_art: Dict[str, Any], loaded: fs.Snapshot) -> str:
-        puts = ", ".join(f"{n} {v.get('put', 0)}" for n, v in (cold_art.get("remote") or {}).items()
-                         if v.get("put") and n in self.LAYER_OF)
+    def carried(self, cold_art: ArtifactRecord, loaded: fs.Snapshot) -> str:
+        puts = ", ".join(f"{n} {v.put}" for n, v in cold_art.remote.items()
+                         if v.put and n in self.LAYER_OF)
         where = (f"a private redis-server at {self.server.address}" if self.server is not None
                  and self.server.owned else f"your Redis server at {self.address} (its "
                  f"existing entries may have warmed the cold run)")
         return f"remote: {where}; the cold process put {puts or 'nothing'}"
 
-    def rule(self, nodeid: str, recs: Records, snaps: Snapshots, warm_new: List[str],
+    def rule(self, nodeid: str, recs: Phases, snaps: Snapshots, warm_new: List[str],
              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
         res = super().rule(nodeid, recs, snaps, warm_new, timings, triton_dir)
-        cold_r = (recs["cold"].get("artifact") or {}).get("remote") or {}
-        warm_r = (recs["warm"].get("artifact") or {}).get("remote") or {}
+        cold_r, warm_r = recs["cold"].artifact.remote, recs["warm"].artifact.remote
         for name in sorted(set(cold_r) | set(warm_r)):
             if name not in self.LAYER_OF:  # torch's in-process and backend tallies
                 continue
-            c, w = cold_r.get(name) or {}, warm_r.get(name) or {}
+            c, w = cold_r.get(name) or RemoteStats(), warm_r.get(name) or RemoteStats()
             layer = self.LAYER_OF[name]
-            local = warm_r.get(name.replace("Remote", "Local", 1)) or {}
-            res.notes.append(f"remote {layer} ({name}): cold put {c.get('put', 0)}; warm hit "
-                             f"{w.get('hit', 0)}, miss {w.get('miss', 0)} (its empty local "
-                             f"disk: miss {local.get('miss', 0)})")
-            if w.get("exception") or c.get("exception"):
-                res.problems.append(f"remote {layer}: {name} raised {c.get('exception', 0)} "
-                                    f"exception(s) cold and {w.get('exception', 0)} warm")
-            elif c.get("put") and w.get("miss") and not w.get("hit"):
+            local = warm_r.get(name.replace("Remote", "Local", 1)) or RemoteStats()
+            res.notes.append(f"remote {layer} ({name}): cold put {c.put}; warm hit "
+                             f"{w.hit}, miss {w.miss} (its empty local "
+                             f"disk: miss {local.miss})")
+            if w.exception or c.exception:
+                res.problems.append(f"remote {layer}: {name} raised {c.exception} "
+                                    f"exception(s) cold and {w.exception} warm")
+            elif c.put and w.miss and not w.hit:
                 res.problems.append(f"remote {layer}: the warm process missed {name} "
-                                    f"{w['miss']} time(s) and hit it never, though the cold "
-                                    f"one put {c['put']} entr(ies)")
-            elif w.get("miss") and not c.get("put"):
+                                    f"{w.miss} time(s) and hit it never, though the cold "
+                                    f"one put {c.put} entr(ies)")
+            elif w.miss and not c.put:
                 res.problems.append(f"remote {layer}: the warm process missed {name} "
-                                    f"{w['miss']} time(s): the server holds nothing the cold "
+                                    f"{w.miss} time(s): the server holds nothing the cold "
                                     f"process put there")
         if self.server is not None and self.server.keys() is None:
             res.problems.insert(0, f"remote: the Redis server at {self.server.address} did "
                                    f"not answer after the warm phase: the remote caches were "
                                    f"unreachable")
-        if res.problems:
-            res.verdict = "fail"
-        return res
+        return res  # its problems become the verdict in ArtifactPath.judge
 
     def not_applicable(self, form: str, case: Any) -> Optional[str]:
         import torch

@@ -1,0 +1,125 @@
+"""The outputs of a check: warm against cold (a stale or corrupt entry returns other
+numbers), each compiled run against eager, and the tensors that change with the random
+seed. Pure: reads typed phase records; the comparisons go to the report as written."""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Union
+
+from pytest_compilecache.child.compare import USABLE_REL
+from pytest_compilecache.model import (KEYED, CheckResult, ColdComparison, EagerComparison,
+                                       PhaseRecord)
+
+# warm-vs-cold differences below this are the size of reordered float atomics, not of a
+# wrong kernel (seen on an H200: 1.8e-7 in BERT's embedding grad, 4.2e-7 in MobileNet's)
+TINY_DIFF = 1e-5
+
+
+def _as_written(cmp: Union[None, ColdComparison, EagerComparison]) -> Optional[Dict[str, Any]]:
+    return cmp.raw if cmp is not None else None
+
+
+def outputs(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord,
+            cold_is_other_code: bool = False) -> None:
+    cmp_cold = warm.compare_cold
+    res.outputs = {"count": len(warm.outputs), "warm_vs_cold": _as_written(cmp_cold),
+                   "cold_vs_eager": _as_written(cold.compare_eager),
+                   "warm_vs_eager": _as_written(warm.compare_eager)}
+    if cmp_cold is None:
+        res.problems.append("outputs: the warm run produced no comparison with cold")
+    elif not cmp_cold.ok:
+        _warm_differs(res, cmp_cold, cold_is_other_code)
+    _within_noise(res, cmp_cold)
+    for phase, cmp in (("cold", cold.compare_eager), ("warm", warm.compare_eager)):
+        if cmp is not None:
+            _against_eager(res, phase, cmp)
+    _random(res, cold, warm)
+    if not warm.outputs:
+        res.notes.append("the workload returned no tensors to compare; record values with "
+                         "the compile_cache fixture's record()")
+
+
+def _warm_differs(res: CheckResult, cmp_cold: ColdComparison, cold_is_other_code: bool) -> None:
+    names = ", ".join(m.name + (f" ({m.message})" if m.message else "")
+                      for m in cmp_cold.mismatches[:4])
+    if cold_is_other_code:
+        res.notes.append(f"outputs differ from the baseline's (information: the cold run "
+                         f"was another commit; a stale entry shows as warm compiled vs "
+                         f"eager of this commit): {names}")
+        return
+    # beyond a float64 run's noise is never "tiny", whatever its size
+    tiny = all(m.max_abs_diff is not None and m.max_abs_diff < TINY_DIFF
+               and m.float64 is None and not m.random
+               for m in cmp_cold.mismatches)
+    keyed = [res.layers[k].state for k in KEYED if k in res.layers]
+    # an artifact path (keyed layers n/a) loaded its answer: that can be stale too
+    loaded = "hit" in keyed or not any(st in ("miss", "bypass") for st in keyed)
+    why = (" - tiny: a nondeterministic kernel (atomic adds in a backward, say) is "
+           "likelier than a stale entry; if so, allow it with "
+           "--compile-cache-warm-tolerance=ATOL,RTOL" if tiny
+           else " - a stale or corrupt cache entry returns other numbers" if loaded
+           else " - no cache entry answered (the graph layers missed, above): the "
+                "warm process compiled another graph, which computes other numbers "
+                "(a value captured per process, such as a random constant?)")
+    res.problems.append(f"outputs: warm differs from cold ({cmp_cold.mode}): {names}{why}")
+
+
+def _within_noise(res: CheckResult, cmp_cold: Optional[ColdComparison]) -> None:
+    noise = cmp_cold.within_noise if cmp_cold is not None else []
+    if not noise:
+        return
+    shown = ", ".join(f"{v.name} (max abs diff {v.max_abs_diff:.3g}; RMSE "
+                      f"{v.diff_rmse:.3g}, allowed {v.limit:.3g})" for v in noise[:3])
+    rule = ("of a float64 run" if not any(v.random for v in noise) else
+            "(a float64 run's, or float32's noise floor for tensors that change with the "
+            "random seed)")
+    res.notes.append(f"warm differs from cold bitwise in {len(noise)} tensor(s) within "
+                     f"arithmetic noise {rule} (a nondeterministic kernel, e.g. "
+                     f"atomic adds): {shown}")
+
+
+def _against_eager(res: CheckResult, phase: str, cmp: EagerComparison) -> None:
+    if cmp.ok is None and cmp.note:
+        note(res, f"eager comparison skipped: {cmp.note}")
+        return
+    if not cmp.ok:
+        first = cmp.mismatches[0]
+        msg = first.message.splitlines()[0] if first.message else ""
+        res.problems.append(f"outputs: {phase} compiled differs from eager in "
+                            f"{len(cmp.mismatches)} tensor(s); first {first.name}: {msg}")
+    f64 = cmp.float64
+    ungated = cmp.ungated_gradients
+    if ungated:
+        why = (f"their float64 run is no reference (eager misses it by up to "
+               f"{f64.unusable_miss or 0:.0%} RMS, over the {USABLE_REL:.0%} cut)"
+               if f64.available else
+               f"no float64 reference ({f64.note or 'none made'})")
+        note(res, f"{phase}: {len(ungated)} gradient(s) that differ from eager are not "
+                  f"gated: {why}; first {ungated[0]}, largest norm-relative difference "
+                  f"{cmp.gradient_rel_error:.3g}")
+
+
+def _random(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord) -> None:
+    """Say which tensors eager cannot judge because they change with the random seed,
+    and what gates them instead."""
+    from pytest_compilecache.child.randomness import WHY
+
+    for rec in (warm, cold):
+        if rec.random_note:
+            note(res, rec.random_note)
+    cmp = warm.compare_eager or cold.compare_eager
+    names = [r.name for r in cmp.random] if cmp is not None else []
+    res.outputs["random"] = names
+    if names:
+        total = cmp.total if cmp is not None and cmp.total is not None else len(names)
+        gate = ("they are gated warm vs cold instead: the same seed and compiled graph draw "
+                "the same numbers" if warm.compare_cold is not None
+                else "nothing else gates them here")
+        note(res, f"compiled vs eager: {len(names)} of {total} tensors "
+                  f"not comparable: {WHY}: {', '.join(names[:4])}"
+                  + (f" (+{len(names) - 4} more)" if len(names) > 4 else "") + f"; {gate}")
+
+
+def note(res: CheckResult, text: str) -> None:
+    """A note once."""
+    if text not in res.notes:
+        res.notes.append(text)
