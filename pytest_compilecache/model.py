@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typing
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar, Union
+from typing import Any, Dict, List, Mapping, Optional, Type, TypedDict, TypeVar, Union
 
 LAYERS = ("dynamo_pgo", "aot_autograd", "fx_graph", "kernels", "autotune")
 # each layer's column heading: in the terminal table, in markdown
@@ -98,6 +98,32 @@ def error_result(nodeid: str, phase: str, why: str, log_tail: str,
 # components, versions, a comparison as the report shows it) stay plain JSON.
 
 WIRE_VERSION = 1
+
+
+class PhaseSpec(TypedDict, total=False):
+    """What the controller tells a phase child (`phases/<phase>-spec.json`, written by
+    controller/check.py, read by child/phase.py): the wire's other direction."""
+    wire_version: int
+    phase: str            # cold | warm | fresh | repeat
+    nodeid: str
+    out: str              # where the child writes its PhaseRecord
+    device: str
+    seed: int
+    tolerance: Any        # --compile-cache-warm-tolerance
+    eager_tolerance: Any  # --compile-cache-eager-tolerance
+    cold_outputs: str     # the cold phase's outputs, compared by the next
+    launcher_pid: int
+    job_id_source: str
+    root: str             # the check's private cache root
+    private: Dict[str, str]  # the cache settings the child keeps private
+    cuda_index: int
+    path: str             # the warm-start path's registry name (paths/)
+    via: str
+    artifact: Optional[str]  # save | load
+    artifact_path: str
+    watched: Dict[str, str]
+    save_outputs: str
+    compare_outputs: str
 
 W = TypeVar("W", bound="Wire")
 

@@ -27,6 +27,7 @@ from pytest_compilecache.child import workload as wl
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.isolation import IMPORTS_OUT_ENV, job_id_from_env
+from pytest_compilecache.model import WIRE_VERSION, PhaseSpec
 from pytest_compilecache.child.probe import CacheObserver, current_job_id
 
 
@@ -35,7 +36,7 @@ class InternalError(Exception):
 
 
 class ChildPlugin:
-    def __init__(self, spec: Dict[str, Any], path: WarmStartPath) -> None:
+    def __init__(self, spec: PhaseSpec, path: WarmStartPath) -> None:
         self.spec = spec
         self.recorder = wl.Recorder()
         self.observer = CacheObserver()
@@ -43,7 +44,8 @@ class ChildPlugin:
         self._eager_pass = False
         self._skip_body = False  # the path cannot take a test body, or failed before it
         self._unpatch: Optional[Callable[[], None]] = None
-        self.result: Dict[str, Any] = {"phase": spec["phase"], "nodeid": spec["nodeid"],
+        self.result: Dict[str, Any] = {"wire_version": WIRE_VERSION,
+                                       "phase": spec["phase"], "nodeid": spec["nodeid"],
                                        "error": None, "ran": False}
         # wall-clock instants of the process's stages, for the session's time breakdown
         self.marks: Dict[str, float] = {}
@@ -446,6 +448,8 @@ def compile_kwargs(item: pytest.Item) -> Dict[str, Any]:
     return dict(marker.kwargs) if marker else {}
 
 
-def load_spec(path: str) -> Dict[str, Any]:
+def load_spec(path: str) -> PhaseSpec:
+    """What the controller wrote for this phase (controller/check.py)."""
     with open(path) as f:
-        return json.load(f)
+        spec: PhaseSpec = json.load(f)
+    return spec

@@ -23,7 +23,8 @@ from pytest_compilecache.controller.outcome import blame_full_disk, phase_outcom
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
                                            share_precompiled_headers)
-from pytest_compilecache.model import OK_VERDICTS, CheckResult, error_result
+from pytest_compilecache.model import (OK_VERDICTS, WIRE_VERSION, CheckResult, PhaseSpec,
+                                       error_result)
 from pytest_compilecache.options import Settings
 from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
 
@@ -137,10 +138,10 @@ class CheckRun:
         blame_full_disk(result, self.recs, self.logs)
         return result
 
-    def _extra(self, plan: PhasePlan, where: CacheRoot) -> Dict[str, Any]:
+    def _extra(self, plan: PhasePlan, where: CacheRoot) -> PhaseSpec:
         """What a phase's spec carries for its path (its artifact, the outputs it keeps)."""
         root = self.roots[0]
-        extra: Dict[str, Any] = {
+        extra: PhaseSpec = {
             "artifact": plan.artifact, "artifact_path": str(root.phases / self.path.artifact_file),
             "watched": {k: str(v) for k, v in where.watched.items()},
             "cold_outputs": str(root.phases / "cold-outputs.pt"), "via": self.path.via,
@@ -220,7 +221,7 @@ class CheckRun:
 
     # -- one phase -------------------------------------------------------------------------
     def run_phase(self, root: CacheRoot, phase: str, tree: Optional[Path] = None,
-                  cwd: Optional[Path] = None, extra: Optional[Dict[str, Any]] = None,
+                  cwd: Optional[Path] = None, extra: Optional[PhaseSpec] = None,
                   env_extra: Optional[Dict[str, str]] = None
                   ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
         """One child; `tree` runs it in the baseline's worktree, `cwd` elsewhere;
@@ -266,11 +267,11 @@ class CheckRun:
                              self.settings.timeout, self.notes)
 
     def _spec_and_env(self, root: CacheRoot, phase: str, spec_path: Path,
-                      extra: Optional[Dict[str, Any]], env_extra: Optional[Dict[str, str]]
-                      ) -> Tuple[Dict[str, Any], Dict[str, str]]:
+                      extra: Optional[PhaseSpec], env_extra: Optional[Dict[str, str]]
+                      ) -> Tuple[PhaseSpec, Dict[str, str]]:
         """The phase's spec (what the child reads) and its environment."""
         s = self.settings
-        spec = {"phase": phase, "nodeid": self.item.nodeid,
+        spec: PhaseSpec = {"wire_version": WIRE_VERSION, "phase": phase, "nodeid": self.item.nodeid,
                 "out": str(root.phases / f"{phase}.json"), "device": s.device, "seed": 0,
                 "tolerance": s.warm_tolerance, "eager_tolerance": s.eager_tolerance,
                 "cold_outputs": str(root.phases / "cold-outputs.pt"),
@@ -298,7 +299,7 @@ class CheckRun:
             self.notes.append(leftovers_note(phase, launched.leftovers))
 
     @contextlib.contextmanager
-    def _lease(self, phase: str, env: Dict[str, str], spec: Dict[str, Any],
+    def _lease(self, phase: str, env: Dict[str, str], spec: PhaseSpec,
                spec_path: Path) -> Iterator[Any]:
         """Hold a slot for one phase and point the child at its GPU. With
         --compile-cache-warm-on-other-gpu both phases see (cold GPU, next GPU), and warm
