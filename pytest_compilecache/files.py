@@ -15,8 +15,6 @@ from typing import Any, Dict, Iterable, List, Mapping, Set
 
 Snapshot = Dict[str, int]  # "<watched>/<relpath>" -> size
 
-_KERNEL_SUFFIXES = (".so", ".cpp", ".o", ".h", ".cubin", ".ptx", ".ttir", ".ttgir", ".llir",
-                    ".hsaco", ".json", ".source")
 _IGNORED = re.compile(r"(^|/)(locks/|__pycache__/)|\.lock$|(^|/)\.[^/]*\.tmp$")
 
 
@@ -72,42 +70,6 @@ def damaged(built: Snapshot, now: Snapshot) -> List[str]:
 
 def _size(n: int) -> str:
     return f"{n} bytes" if n < 1024 else f"{n / 1024:.0f} KB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MB"
-
-
-def layer_of(path: str) -> str:
-    """Map a path from `snapshot` to the cache layer that wrote it."""
-    parts = path.split("/")
-    top, rest = parts[0], parts[1:]
-    name = parts[-1]
-    if top == "triton":
-        return "kernels"
-    if top == "tmp":
-        return "kernels" if "precompiled_headers" in parts else "other"
-    if not rest:
-        return "other"
-    head = rest[0]
-    if head == "fxgraph":
-        return "fx_graph"
-    if head == "aotautograd":
-        return "aot_autograd"
-    if head == "dynamo":
-        return "dynamo_pgo"
-    if head == "triton":
-        return "kernels"
-    if head == "cache" or name.endswith(".best_config"):
-        return "autotune"
-    if name.endswith(".py"):
-        return "fx_graph"  # generated wrapper code: written anew only when FX compiled
-    if name.endswith(_KERNEL_SUFFIXES):
-        return "kernels"
-    return "other"
-
-
-def by_layer(paths: Iterable[str]) -> Dict[str, List[str]]:
-    out: Dict[str, List[str]] = {}
-    for p in paths:
-        out.setdefault(layer_of(p), []).append(p)
-    return out
 
 
 def saved_keys(snap: Snapshot) -> Set[str]:

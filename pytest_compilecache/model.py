@@ -9,13 +9,6 @@ import typing
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional, Type, TypedDict, TypeVar, Union
 
-LAYERS = ("dynamo_pgo", "aot_autograd", "fx_graph", "kernels", "autotune")
-# each layer's column heading: in the terminal table, in markdown
-SHORT = {"dynamo_pgo": "pgo", "aot_autograd": "aot", "fx_graph": "fx", "kernels": "kernels",
-         "autotune": "autotune"}
-SHORT_MD = {"dynamo_pgo": "PGO", "aot_autograd": "AOT", "fx_graph": "FX", "kernels": "kernels",
-            "autotune": "autotune"}
-KEYED = ("aot_autograd", "fx_graph")  # the layers whose entries have keys
 # verdicts that fail nothing: n/a is a warm-start path this torch or workload cannot take
 OK_VERDICTS = ("pass", "recorded", "n/a")
 # verdicts that problems do not turn into a fail (CheckResult.finalize)

@@ -19,7 +19,8 @@ import pytest
 
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.judge.verdict import judge, recorded
-from pytest_compilecache.model import LAYERS, CheckResult
+from pytest_compilecache.layers import LAYERS
+from pytest_compilecache.model import CheckResult
 
 DATA = Path(__file__).parent / "data" / "records"
 

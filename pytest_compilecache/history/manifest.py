@@ -21,7 +21,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from pytest_compilecache.judge import keys
-from pytest_compilecache.model import KEYED
+from pytest_compilecache.layers import KEYED
 
 SCHEMA = "pytest-compilecache/manifest"
 SCHEMA_VERSION = 1

@@ -4,10 +4,10 @@ drifted; and the report's graph rows. Pure: reads typed cache records."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 from pytest_compilecache.judge import keys
-from pytest_compilecache.model import KEYED, CacheEntry, CacheRecord, LayerConfig, LayerVerdict
+from pytest_compilecache.model import CacheEntry, CacheRecord, LayerConfig, LayerVerdict
 
 
 def tally(entries: List[CacheEntry], saved: Optional[Set[str]] = None) -> str:
@@ -105,11 +105,12 @@ def never_saved_cause(layer: str, cold_entry: CacheEntry, cold_rec: CacheRecord)
     return "cold missed and wrote no entry"
 
 
-def graph_rows(cc: CacheRecord, wc: CacheRecord, saved: Set[str]) -> List[Dict[str, Any]]:
-    """Every lookup of both runs, for the report; a warm one that did not hit with the
-    components that drifted from its cold twin."""
+def graph_rows(cc: CacheRecord, wc: CacheRecord, saved: Set[str], keyed: Sequence[str]
+               ) -> List[Dict[str, Any]]:
+    """Every lookup of both runs in the `keyed` layers, for the report; a warm one that
+    did not hit with the components that drifted from its cold twin."""
     rows = []
-    for layer in KEYED:
+    for layer in keyed:
         ce = cc.entries(layer)
         for phase, entries in (("cold", ce), ("warm", wc.entries(layer))):
             for e in entries:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Union
 
 from pytest_compilecache.child.compare import USABLE_REL
-from pytest_compilecache.model import (KEYED, CheckResult, ColdComparison, EagerComparison,
+from pytest_compilecache.layers import KEYED
+from pytest_compilecache.model import (CheckResult, ColdComparison, EagerComparison,
                                        PhaseRecord)
 
 # warm-vs-cold differences below this are the size of reordered float atomics, not of a

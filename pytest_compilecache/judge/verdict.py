@@ -4,8 +4,8 @@ Pure: takes the children's records (typed, `model.PhaseRecord`, or as the JSON t
 wrote) and the file snapshots, returns a CheckResult. A layer is `hit`, `miss`, `bypass`
 or `n/a` (torch lacks it, config disables it, or the workload never reached it); n/a is
 never a pass on its own, and a check whose warm run shows no cache event at all fails.
-The layers are judged in keyed.py (AOTAutograd, FX graph), pgo.py and kernels.py
-(kernels, autotune); the outputs in outputs.py.
+Each layer is judged through its module in layers/ (the rules: keyed.py, pgo.py and
+kernels.py here); the outputs in outputs.py.
 """
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Union
 
 from pytest_compilecache import files as fs
+from pytest_compilecache import layers
 from pytest_compilecache.judge import recompiles
-from pytest_compilecache.judge.keyed import explain_miss, graph_rows, keyed_layer, never_saved_cause
+from pytest_compilecache.judge.keyed import explain_miss, graph_rows, never_saved_cause
 from pytest_compilecache.judge.kernels import (autotune_benchmarks, autotune_layer,
-                                               explain_identical_recompiles, kernels_layer,
-                                               tuning_done)
+                                               explain_identical_recompiles, tuning_done)
 from pytest_compilecache.judge.outputs import TINY_DIFF, note, outputs
-from pytest_compilecache.judge.pgo import pgo_layer
-from pytest_compilecache.model import (KEYED, LAYERS, CacheRecord, CheckResult, LayerVerdict,
+from pytest_compilecache.layers import LayerInputs
+from pytest_compilecache.model import (CacheRecord, CheckResult, LayerVerdict,
                                        PhaseRecord, RecordLike)
 
 # the names this module had before the layers moved out (callers and tests import them)
@@ -37,7 +37,7 @@ def recorded(nodeid: str, cold: RecordLike, timings: Dict[str, Optional[float]]
     res = CheckResult(nodeid=nodeid, verdict="recorded", device=rec.device,
                       device_name=rec.device_name, form=rec.form, versions=rec.versions,
                       timings=timings)
-    res.graphs = graph_rows(rec.cache, CacheRecord(), set())
+    res.graphs = graph_rows(rec.cache, CacheRecord(), set(), layers.KEYED)
     return res
 
 
@@ -65,13 +65,13 @@ def judge(nodeid: str, cold: RecordLike, warm: RecordLike, cold_snap: fs.Snapsho
                       timings=timings,
                       job_id={p: r.job_id for p, r in (("cold", c), ("warm", w)) if r.job_id})
     precompiled = wc.counter("dynamo_cache", "dynamo_cache_hit") > 0
-    _layers(res, cc, wc, fs.by_layer(cold_snap), saved, precompiled)
-    _warm_writes(res, fs.by_layer(warm_new), cc, wc, triton_dir, carrier)
-    res.graphs = graph_rows(cc, wc, saved)
+    _layers(res, cc, wc, layers.by_layer(cold_snap), saved, precompiled)
+    _warm_writes(res, layers.by_layer(warm_new), cc, wc, triton_dir, carrier)
+    res.graphs = graph_rows(cc, wc, saved, layers.KEYED)
     for text in w.notes:  # what the phase itself found worth saying
         note(res, text)
     outputs(res, c, w, cold_is_other_code)
-    for name in LAYERS:
+    for name in layers.LAYERS:
         lv = res.layers[name]
         if lv.state in ("miss", "bypass"):
             res.problems.append(f"{name}: {lv.state}" + (f" - {lv.reasons[0]}" if lv.reasons else ""))
@@ -88,12 +88,10 @@ def _layers(res: CheckResult, cc: CacheRecord, wc: CacheRecord, cold_files: Dict
             saved: Set[str], precompiled: bool) -> None:
     """Each layer as the cold and warm runs' cache events show it."""
     config = wc.layer_config
-    for layer in KEYED:
-        res.layers[layer] = keyed_layer(layer, cc, wc, config.get(layer), saved, precompiled)
-    res.layers["dynamo_pgo"] = pgo_layer(cc, wc, config.get("dynamo_pgo"))
-    res.layers["kernels"] = kernels_layer(cc, wc, cold_files.get("kernels", []))
-    res.layers["autotune"], tuning_notes = autotune_layer(cc, wc, cold_files.get("autotune", []))
-    res.notes += tuning_notes
+    for layer in layers.REGISTRY:
+        res.layers[layer.name], notes = layer.judge(LayerInputs(
+            cc, wc, config.get(layer.name), cold_files.get(layer.name, []), saved, precompiled))
+        res.notes += notes
 
 
 def _warm_writes(res: CheckResult, warm_files: Dict[str, List[str]], cc: CacheRecord,
@@ -137,7 +135,7 @@ def judge_loaded(nodeid: str, cold: RecordLike, warm: RecordLike, warm_new: List
     res = CheckResult(nodeid=nodeid, verdict="pass", device=w.device,
                       device_name=w.device_name, form=w.form, versions=w.versions,
                       timings=timings)
-    for layer in LAYERS:
+    for layer in layers.LAYERS:
         res.layers[layer] = LayerVerdict(state="n/a",
                                          reasons=[f"not used: {carrier.name} is loaded"])
     events = {"Dynamo frame(s) traced": wc.counter("frames", "total"),
@@ -148,7 +146,7 @@ def judge_loaded(nodeid: str, cold: RecordLike, warm: RecordLike, warm_new: List
     if compiled:
         res.problems.append(f"compile: the warm process compiled after loading {carrier.name}: "
                             + ", ".join(compiled))
-    kernels = fs.by_layer(warm_new).get("kernels") or []
+    kernels = layers.by_layer(warm_new).get("kernels") or []
     if kernels:
         lv = res.layers["kernels"]
         lv.state, lv.files, lv.warm = "miss", kernels, f"{len(kernels)} new file(s)"

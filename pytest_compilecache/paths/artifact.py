@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
 from pytest_compilecache import files as fs
+from pytest_compilecache.layers import layer_of
 from pytest_compilecache.judge.verdict import Carrier, autotune_benchmarks, judge, judge_loaded
 from pytest_compilecache.model import (ArtifactRecord, CheckResult, PhaseRecord, RecordLike,
                                        phase_records)
@@ -61,7 +62,7 @@ class ArtifactPath(WarmStartPath):
         warm_new = [p for p in fs.added(loaded, snaps["warm"])
                     # an FX graph hit writes its output code (.py) into the new root, which
                     # the local restart found in place: that is no rebuild
-                    if not (fs.layer_of(p) == "fx_graph" and p.endswith(".py"))]
+                    if not (layer_of(p) == "fx_graph" and p.endswith(".py"))]
         probes = fs.cpu_capability_probes(warm_art.watched, warm_new)
         warm_new = [p for p in warm_new if p not in probes]
         unpacked = self._unpacked_triton(phases["warm"], warm_new)
@@ -116,7 +117,7 @@ class ArtifactPath(WarmStartPath):
         """Autotune results a hit wrote out (a remote bundle, say) while no benchmark ran."""
         if autotune_benchmarks(warm.cache):
             return []
-        return [p for p in warm_new if fs.layer_of(p) == "autotune"]
+        return [p for p in warm_new if layer_of(p) == "autotune"]
 
     def rule(self, nodeid: str, recs: Phases, snaps: Snapshots, warm_new: List[str],
              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:

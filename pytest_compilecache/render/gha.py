@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.render.markdown import overall_verdict
 from pytest_compilecache.render.report import summarize
-from pytest_compilecache.model import LAYERS, OK_VERDICTS, CheckResult
+from pytest_compilecache.layers import LAYERS
+from pytest_compilecache.model import OK_VERDICTS, CheckResult
 
 # actions/toolkit docs/problem-matchers.md ("Limitations"): 10 error, 10 warning and 10
 # notice annotations per step, 50 per job; the rest are dropped silently.

@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.render import report as rp
-from pytest_compilecache.model import LAYERS, OK_VERDICTS, SHORT_MD, CheckResult
+from pytest_compilecache.layers import LAYERS, SHORT_MD
+from pytest_compilecache.model import OK_VERDICTS, CheckResult
 
 # https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-commands
 # ("Step isolation and limits"): 1 MiB per step summary; keep a margin for what the

@@ -13,7 +13,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.history.manifest import changed_components, drift_lines
-from pytest_compilecache.model import LAYERS, SHORT, CheckResult
+from pytest_compilecache.layers import LAYERS, SHORT
+from pytest_compilecache.model import CheckResult
 
 SCHEMA = "pytest-compilecache/report"
 # 2: the verdict n/a (a warm-start path torch or the workload cannot take), its count

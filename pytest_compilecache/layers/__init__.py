@@ -1,0 +1,53 @@
+"""The cache layers a warm start goes through, one module each behind `base.CacheLayer`
+(name, column labels, the files it owns, what the child records for it, its rule), in
+one registry: the report's columns, the key manifest's keyed layers and the attribution
+of a cache root's files all derive from it.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Tuple
+
+from pytest_compilecache.layers.aot_autograd import AOTAutograd
+from pytest_compilecache.layers.autotune import Autotune
+from pytest_compilecache.layers.base import CacheLayer, LayerInputs
+from pytest_compilecache.layers.fx_graph import FxGraph
+from pytest_compilecache.layers.kernels import Kernels
+from pytest_compilecache.layers.pgo import DynamoPGO
+
+# in the report's order
+REGISTRY: Tuple[CacheLayer, ...] = (DynamoPGO(), AOTAutograd(), FxGraph(), Kernels(), Autotune())
+
+LAYERS = tuple(layer.name for layer in REGISTRY)
+KEYED = tuple(layer.name for layer in REGISTRY if layer.keyed)
+SHORT = {layer.name: layer.short for layer in REGISTRY}
+SHORT_MD = {layer.name: layer.short_md for layer in REGISTRY}
+
+
+def layer_of(path: str) -> str:
+    """The layer that wrote `path` (a cache root's relative path: `inductor/...`,
+    `triton/...`, `tmp/...`), or "other": the cache root's own directories first, then
+    Inductor's directories, then file names."""
+    parts = path.split("/")
+    for layer in REGISTRY:
+        if layer.owns_top(parts):
+            return layer.name
+    if parts[0] == "tmp" or len(parts) < 2:
+        return "other"
+    for layer in REGISTRY:
+        if parts[1] in layer.heads:
+            return layer.name
+    for layer in REGISTRY:
+        if layer.suffixes and parts[-1].endswith(layer.suffixes):
+            return layer.name
+    return "other"
+
+
+def by_layer(paths: Iterable[str]) -> Dict[str, List[str]]:
+    out: Dict[str, List[str]] = {}
+    for p in paths:
+        out.setdefault(layer_of(p), []).append(p)
+    return out
+
+
+__all__ = ["REGISTRY", "LAYERS", "KEYED", "SHORT", "SHORT_MD", "CacheLayer", "LayerInputs",
+           "layer_of", "by_layer"]

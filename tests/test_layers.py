@@ -1,0 +1,83 @@
+"""The cache layers, one module each behind layers.base.CacheLayer: the registry the
+report's columns, the manifest's keyed layers and the attribution of a cache root's files
+derive from, and each layer's rule reached through it. Fast: real recorded records."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_compilecache import layers
+from pytest_compilecache.layers.base import CacheLayer, LayerInputs
+from pytest_compilecache.model import CacheRecord, LayerVerdict, PhaseRecord
+
+RECORDS = Path(__file__).parent / "data" / "records"
+
+# a cache root's files as real phases wrote them (CPU and GPU), and the layer of each
+OWNED = [
+    ("triton/0/3fd0/triton_poi_fused_relu_0.cubin", "kernels"),
+    ("tmp/precompiled_headers/2a/c10.h.gch", "kernels"),
+    ("tmp/torchinductor_root/other.txt", "other"),
+    ("inductor/fxgraph/xy/fxyzkey/0", "fx_graph"),
+    ("inductor/aotautograd/akey/entry", "aot_autograd"),
+    ("inductor/dynamo/code_state_model.py:3:forward.pkl", "dynamo_pgo"),
+    ("inductor/triton/0/k/triton_.best_config", "kernels"),  # Triton's dir first
+    ("inductor/cache/7f3a", "autotune"),
+    ("inductor/zq/czqabc.best_config", "autotune"),
+    ("inductor/zq/czqabc.py", "fx_graph"),
+    ("inductor/zq/czqabc.so", "kernels"),
+    ("inductor/zq/czqabc.cpp", "kernels"),
+    ("inductor/zq/notes.txt", "other"),
+    ("inductor", "other"),
+]
+
+
+@pytest.mark.parametrize("path, layer", OWNED)
+def test_each_file_belongs_to_the_layer_that_writes_it(path: str, layer: str) -> None:
+    assert layers.layer_of(path) == layer
+
+
+def test_every_recorded_file_is_owned_by_one_layer_at_most() -> None:
+    """Each path real phases wrote is claimed by the layer that owns its directory, or,
+    outside one, by the only layer whose file names it matches."""
+    seen = 0
+    for f in RECORDS.glob("*.json"):
+        for snap in json.loads(f.read_text()).get("snaps", {}).values():
+            for path in snap:
+                parts = path.split("/")
+                by_dir = [x.name for x in layers.REGISTRY if x.owns_top(parts)
+                          or (len(parts) > 1 and parts[1] in x.heads)]
+                by_name = [x.name for x in layers.REGISTRY
+                           if x.suffixes and parts[-1].endswith(x.suffixes)]
+                assert len(set(by_name)) <= 1, (path, by_name)
+                assert layers.layer_of(path) == (by_dir or by_name or ["other"])[0], path
+                seen += 1
+    assert seen > 100
+
+
+def test_the_registry_is_what_the_report_and_the_manifest_derive_from() -> None:
+    assert layers.LAYERS == ("dynamo_pgo", "aot_autograd", "fx_graph", "kernels", "autotune")
+    assert layers.KEYED == ("aot_autograd", "fx_graph")
+    for layer in layers.REGISTRY:
+        assert isinstance(layer, CacheLayer)
+        assert layer.short and layer.short_md and layer.observed, layer.name
+        assert type(layer).judge is not CacheLayer.judge, layer.name
+        assert layers.SHORT[layer.name] == layer.short
+
+
+def test_each_layers_rule_judges_a_real_record_through_the_registry() -> None:
+    """The plain MLP's cold and warm records (tests/data/records/pass_mlp.json): every
+    layer's rule, reached through its module, gives the state the session reported."""
+    case = json.loads((RECORDS / "pass_mlp.json").read_text())
+    cold, warm = (PhaseRecord.from_json(case["recs"][p]) for p in ("cold", "warm"))
+    cold_files = layers.by_layer(case["snaps"]["cold"])
+    for layer in layers.REGISTRY:
+        lv, notes = layer.judge(LayerInputs(
+            cold.cache, warm.cache, warm.cache.layer_config.get(layer.name),
+            cold_files.get(layer.name, [])))
+        assert isinstance(lv, LayerVerdict) and isinstance(notes, list)
+        assert lv.state == case["expected"]["layers"][layer.name]["state"], layer.name
+    # and a rule sees what it is given: no cold files, no cold events -> not in play
+    empty = LayerInputs(CacheRecord(), CacheRecord())
+    assert layers.REGISTRY[3].judge(empty)[0].state == "n/a"  # kernels
