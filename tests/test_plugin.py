@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -238,3 +239,16 @@ def test_help_shows_defaults_and_hides_the_internal_option(pytester: pytest.Pyte
     out = pytester.runpytest_subprocess("--help").stdout.str()
     assert "--compile-cache-select" not in out
     assert "(default: 1800.0)" in out and "compile_cache_check (bool)" in out
+
+
+def test_every_subpackage_is_in_the_distribution() -> None:
+    """pyproject lists the packages by name: a new folder missing there installs from a
+    checkout (-e) but not from a wheel."""
+    import tomllib
+
+    root = Path(__file__).parent.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {".".join(p.parent.relative_to(root).parts)
+             for p in (root / "pytest_compilecache").rglob("__init__.py")}
+    assert found == listed
