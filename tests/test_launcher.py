@@ -12,7 +12,7 @@ import pytest
 
 from conftest import RepoRun, run_repo
 from pytest_compilecache.launch.libraries import installed_libraries
-from pytest_compilecache.launch.launcher import PreloadedLauncher, differs_at_import
+from pytest_compilecache.launch.preloaded import PreloadedLauncher, differs_at_import
 
 TESTS = '''
 import os

@@ -29,8 +29,8 @@ from pytest_compilecache.controller.ledger import Ledger
 from pytest_compilecache.controller.progress import Progress
 from pytest_compilecache.controller.role import Role, role_of
 from pytest_compilecache.isolation import CacheRoot, phase_env
-from pytest_compilecache.launch.launcher import (Launcher, PreloadedLauncher, SubprocessLauncher,
-                                                 pytest_child_flags)
+from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher, pytest_child_flags
+from pytest_compilecache.launch.preloaded import PreloadedLauncher
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import Settings
 from pytest_compilecache.paths.base import WarmStartPath

@@ -4,7 +4,7 @@ and never compiles), then forks one phase per request, each as fresh as a restar
 what torch caches.
 
 Why a fork is as fresh as a restart here, and where it is not (then the launcher starts
-a fresh interpreter instead, see `launcher.PreloadedLauncher`):
+a fresh interpreter instead, see `preloaded.PreloadedLauncher`):
 - In-memory compile state: none exists. `torch._dynamo` and `torch._inductor.compile_fx`
   are imported (the compile stack: 1-3 s a phase otherwise) but nothing is compiled. What
   their import captures from a phase's own variables is redone in the child (`_REDO`:

@@ -1,0 +1,307 @@
+"""`PreloadedLauncher` (the default launcher): a phase forked from an interpreter that
+has imported torch and pytest already (forkserver.py), which saves the interpreter start
+and the imports of every phase; where a fork cannot be as fresh as a restart it starts
+that phase fresh (launcher.SubprocessLauncher) and says why.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV, OWNED
+from pytest_compilecache.launch.descendants import kill_below
+from pytest_compilecache.launch.forkserver import VETO, VETO_STATUS
+from pytest_compilecache.launch.launcher import (LaunchResult, SubprocessLauncher, marked)
+from pytest_compilecache.lifetime import PHASE_ENV, child_preexec
+from pytest_compilecache.launch.phaselog import (CappedLog, open_log, read_end,
+                                                 read_start)
+
+
+# what a phase may differ in from its preloaded interpreter, besides what torch reads at
+# import: read by C libraries at load (OpenMP, the loader, the interpreter's start)
+_READ_AT_LOAD = ("OMP_", "KMP_", "GOMP_", "MKL_", "LD_", "MALLOC_", "GLIBC_", "PYTHON")
+_PHASE_OWN = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR")
+# what differs between phases by design: what the plugin sets per check, the GPU, the test
+_PER_PHASE = (*OWNED, "CUDA_VISIBLE_DEVICES", "PYTEST_CURRENT_TEST", PHASE_ENV)
+_START_TIMEOUT_S = 600.0
+
+
+class _Lane:
+    """One preloaded interpreter (forkserver.py) and its pipes."""
+
+    def __init__(self, env: Mapping[str, str], cwd: str, home: Path, index: int,
+                 extras: Sequence[str] = (), bare: bool = False) -> None:
+        own = Path(tempfile.mkdtemp(prefix=f"lane{index}-", dir=home))
+        self.args = (env, cwd, home, index)
+        self.env = dict(env)
+        for k in _PHASE_OWN:  # whatever the preload writes stays in its own dir
+            self.env[k] = str(own)
+        self.log = own / "server.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest_compilecache.launch.forkserver", str(self.log)]
+            + (["--bare"] if bare else []),
+            env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
+        self.hello: Optional[Dict[str, Any]] = None
+        self.pending = 0  # preload requests whose hello is still to be read
+        self.gone = False  # its pipe closed
+        if extras:
+            self.preload(extras)
+
+    def preload(self, modules: Sequence[str]) -> None:
+        """Queued: the server reads it once its own imports are done."""
+        self.send({"preload": list(modules)})
+        self.pending += 1
+
+    def ready(self) -> Dict[str, Any]:
+        """The latest hello: after the imports and every preload sent so far."""
+        while self.hello is None or self.pending:
+            if self.hello is not None:
+                self.pending -= 1
+            got = self.receive(time.perf_counter() + _START_TIMEOUT_S)
+            if got is None:
+                self.hello, self.pending = {"problem": "the preloaded interpreter did not "
+                                            "start: " + self._log_tail()}, 0
+                break
+            self.hello = got
+        return self.hello
+
+    def receive(self, deadline: Optional[float]) -> Optional[Dict[str, Any]]:
+        """The next message; None when the server is gone (`gone`) or the deadline passed."""
+        out: IO[bytes] = self.proc.stdout  # type: ignore[assignment]
+        wait = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        if not select.select([out], [], [], wait)[0]:
+            return None
+        line = out.readline()
+        if not line:
+            self.gone = True
+        return json.loads(line) if line else None
+
+    def send(self, msg: Dict[str, Any]) -> None:
+        stdin: IO[bytes] = self.proc.stdin  # type: ignore[assignment]
+        stdin.write((json.dumps(msg) + "\n").encode())
+        stdin.flush()
+
+    def _log_tail(self) -> str:
+        try:
+            return " | ".join(read_end(self.log, 8192).strip().splitlines()[-5:]) \
+                if self.log.exists() else "(no log)"
+        except OSError:
+            return "(no log)"
+
+    def close(self) -> None:
+        """It exits when its stdin closes; one busy importing a preload is killed (it
+        holds nothing to save)."""
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=1)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        kill_below(self.proc.pid)  # what an interrupted phase left, in a session of its own
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        if self.proc.stdout:  # under -W error an unclosed pipe fails the user's session
+            self.proc.stdout.close()
+
+
+class PreloadedLauncher:
+    """Phases forked from preloaded interpreters, one per lane: the session puts a
+    check's cold phase and its others on different lanes, so that they differ as two
+    restarts do (each interpreter has its own str hash seed). A phase runs fresh, with
+    the reason in `fresh_because`, where a fork would not be as fresh as a restart: an
+    environment variable torch read at import differs, the preload touched CUDA or
+    started Python threads, a preloaded package would be imported from elsewhere."""
+
+    LANES = 2
+
+    def __init__(self) -> None:
+        self.fresh = SubprocessLauncher()
+        self._lanes: Dict[int, _Lane] = {}
+        self._home: Optional[Path] = None
+        self.off: Optional[str] = None  # why no phase is forked any more
+        self.extras: List[str] = []  # installed libraries the test modules import
+        self.dropped: Optional[str] = None  # why the extras are not preloaded after all
+
+    def start(self, env: Mapping[str, str], cwd: str) -> None:
+        """Start the preloaded interpreters now (they import while pytest collects)."""
+        if self._lanes or self.off or not hasattr(os, "fork") or not hasattr(os, "wait4"):
+            return
+        self._home = Path(tempfile.mkdtemp(prefix="pytest-compilecache-lanes-"))
+        # no check's own: the job id is read again in each phase (a config entry)
+        base = {k: v for k, v in env.items()
+                if k not in (CHILD_SPEC_ENV, PHASE_ENV) and k not in JOB_ID_ENV}
+        for i in range(self.LANES):
+            self._lanes[i] = _Lane(base, cwd, self._home, i, self.extras)
+
+    def preload(self, modules: Sequence[str]) -> None:
+        """Import these too, in the interpreters started or to start."""
+        new = [m for m in dict.fromkeys(modules) if m not in self.extras]
+        self.extras += new
+        if new and self.dropped is None:
+            for server in self._lanes.values():
+                server.preload(new)
+
+    def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
+            timeout: Optional[float], lane: int = 0) -> LaunchResult:
+        # a forked phase's start-up includes the wait for its interpreter's imports
+        asked = (time.perf_counter(), time.time())
+        env = marked(env, argv, log_path)
+        why = self.off or self._why_fresh(argv, env, cwd, lane)
+        if why is None:
+            got = self._fork(self._lanes[lane % self.LANES], argv, env, cwd, log_path, timeout,
+                             asked)
+            if not isinstance(got, str):
+                return got
+            why = got
+        launched = self.fresh.run(argv, env, cwd, log_path, timeout)
+        return replace(launched, fresh_because=why)
+
+    def _why_fresh(self, argv: Sequence[str], env: Mapping[str, str], cwd: str,
+                   lane: int) -> Optional[str]:
+        if not hasattr(os, "fork") or not hasattr(os, "wait4") or list(argv[:2]) != ["-m", "pytest"]:
+            return "no fork here"
+        self.start(env, cwd)
+        server = self._lanes[lane % self.LANES]
+        hello = server.ready()
+        if hello.get("problem") and (hello.get("extras") or hello.get("stack")):
+            # the compile stack or an extra library touched CUDA or started threads:
+            # preload torch alone
+            self.dropped = str(hello["problem"])
+            server.close()
+            server = self._lanes[lane % self.LANES] = _Lane(*server.args, bare=True)
+            hello = server.ready()
+        if hello.get("problem"):
+            self.off = str(hello["problem"])
+            return self.off
+        return differs_at_import(server.env, env, hello.get("reads") or {},
+                                 hello.get("readers") or {}, hello.get("copies") or [])
+
+    def _fork(self, server: _Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
+              log_path: Path, timeout: Optional[float], asked: Tuple[float, float]) -> Any:
+        t0, started_at = asked
+        deadline = None if timeout is None else time.perf_counter() + timeout
+        try:
+            os.close(open_log(log_path))  # the phase appends to it (a cut leaves no hole)
+        except OSError:
+            pass
+        with CappedLog(log_path):
+            return self._forked(server, argv, env, cwd, log_path, deadline, t0, started_at)
+
+    def _forked(self, server: _Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
+                log_path: Path, deadline: Optional[float], t0: float, started_at: float) -> Any:
+        try:
+            server.send({"argv": list(argv), "env": dict(env), "cwd": cwd, "log": str(log_path)})
+            got = server.receive(time.perf_counter() + 60)
+        except (OSError, ValueError):
+            got = None
+        if not got or "pid" not in got:
+            self.off = "the preloaded interpreter stopped answering"
+            return self.off
+        pid = int(got["pid"])
+        timed_out = False
+        try:
+            done = self._wait(server, deadline, Path(f"{log_path}.imports"))
+            if done is None and not server.gone:  # the deadline passed
+                timed_out = True
+                _kill_pgid(pid)
+                done = server.receive(time.perf_counter() + 30)
+        except BaseException:  # KeyboardInterrupt: leave no compile workers behind
+            _kill_pgid(pid)
+            self.off = "interrupted"
+            self.close()
+            raise
+        _kill_pgid(pid)  # grandchildren (compile workers) may outlive the phase
+        if done is None:  # the server died: its phase got the parent-death signal
+            self.off = "the preloaded interpreter died"
+            return LaunchResult(None, timed_out, time.perf_counter() - t0, log_path,
+                                started_at, time.time(), None, forked=True)
+        code = os.waitstatus_to_exitcode(int(done["status"]))
+        if code == VETO_STATUS:
+            line = next((ln for ln in read_start(log_path).splitlines() if ln.startswith(VETO)),
+                        None)
+            if line is not None:
+                return line[len(VETO) + 2:]
+        return LaunchResult(code, timed_out, time.perf_counter() - t0, log_path, started_at,
+                            time.time(), round(int(done["maxrss_kb"]) / 1024, 1), forked=True,
+                            leftovers=[str(x) for x in done.get("leftovers") or []])
+
+    def _wait(self, server: _Lane, deadline: Optional[float],
+              imports: Optional[Path]) -> Optional[Dict[str, Any]]:
+        """The phase's exit status (None: the deadline passed or the server is gone).
+        Meanwhile, the installed modules that the phase says it imported lazily (its
+        model's library) go to every lane, to be imported before their next fork: the
+        other lane does it while this phase still runs."""
+        while True:
+            if imports is not None and self._learn(imports):
+                imports = None
+            until = deadline if imports is None else time.perf_counter() + 0.5
+            if deadline is not None and until is not None:
+                until = min(until, deadline)
+            got = server.receive(until)
+            if got is not None or server.gone:
+                if imports is not None:
+                    self._learn(imports)  # written just before the phase ended
+                return got
+            if deadline is not None and time.perf_counter() >= deadline:
+                return None
+
+    def _learn(self, imports: Path) -> bool:
+        if not imports.exists():
+            return False
+        try:
+            learned = json.loads(imports.read_text())
+        except (OSError, ValueError):
+            learned = []
+        self.preload([m for m in learned if isinstance(m, str)])
+        return True
+
+    def close(self) -> None:
+        for server in self._lanes.values():
+            server.close()
+        self._lanes.clear()
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
+
+
+def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
+                      reads: Mapping[str, bool], readers: Mapping[str, str] = {},
+                      copies: Sequence[str] = ()) -> Optional[str]:
+    """Why a phase with `phase` as its environment cannot be forked from an interpreter
+    that imported torch with `server`'s: a variable it read at import (and cannot read
+    again: `reads[name]` is False) or that C libraries read at load differs; where an
+    import copied the whole environment (`copies`), any variable but those this plugin
+    and pytest set per phase (no library asks a copy for them)."""
+    for k in sorted(set(server) | set(phase)):
+        if server.get(k) == phase.get(k) or k == "PYTHONPATH":
+            continue
+        if k in reads and not reads[k]:
+            at = f" ({readers[k]})" if readers.get(k) else ""
+            return f"{k} differs from the preloaded interpreter's, and it was read at import{at}"
+        if k.startswith(_READ_AT_LOAD):
+            return f"{k} differs from the preloaded interpreter's (read when libraries load)"
+        if copies and k not in _PER_PHASE and k not in JOB_ID_ENV:
+            return (f"{k} differs from the preloaded interpreter's, and an import copied the "
+                    f"whole environment ({copies[0]})")
+    return None
+
+
+def _kill_pgid(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
