@@ -133,80 +133,95 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
     `random`: the tensors that change with the random seed (`randomness.seed_dependent`):
     compiled code draws other numbers than eager, so they are not compared here (warm vs
     cold gates them: the same seed and graph draw the same numbers)."""
-    import torch
-
     skip = {r["name"] for r in random or []}
     tf32 = tolerance is None and tf32_active()
-    mismatches: List[Dict[str, Any]] = []
-    escalated: List[Dict[str, Any]] = []
-    ungated: List[str] = []
-    unusable: List[str] = []  # the float64 run missed eager too: no reference there
-    unusable_miss = 0.0  # the largest of eager's relative misses there
-    grad_err = 0.0
+    tally = _EagerTally(tolerance, tf32)
     for name in sorted(set(compiled) | set(eager)):
         if name not in compiled or name not in eager:
-            mismatches.append({"name": name, "message": "present in only one of compiled/eager"})
-            continue
-        if name in skip:
-            continue
-        c, e = compiled[name], eager[name]
+            tally.mismatches.append({"name": name,
+                                     "message": "present in only one of compiled/eager"})
+        elif name not in skip:
+            tally.judge(name, compiled[name], eager[name], (ref or {}).get(name))
+    worst = max(tally.escalated,
+                key=lambda v: v["rmse"] / v["limit"] if v["limit"] else math.inf, default=None)
+    return {"ok": not tally.mismatches, "compared": len(compiled) - len(skip & set(compiled)),
+            "total": len(compiled), "random": list(random or []),
+            "mismatches": tally.mismatches, "rule": _eager_rule(tolerance, ref, ref_note, tf32),
+            "float64": {"available": ref is not None, "note": ref_note,
+                        "escalated": tally.escalated, "unusable": tally.unusable,
+                        "unusable_miss": _round(tally.unusable_miss), "worst": worst},
+            "ungated_gradients": tally.ungated, "gradient_rel_error": tally.grad_err,
+            "gradients_gated": tolerance is not None or ref is not None}
+
+
+class _EagerTally:
+    """What compare_with_eager finds, tensor by tensor."""
+
+    def __init__(self, tolerance: Optional[Tuple[float, float]], tf32: bool) -> None:
+        self.tolerance, self.tf32 = tolerance, tf32
+        self.mismatches: List[Dict[str, Any]] = []
+        self.escalated: List[Dict[str, Any]] = []
+        self.ungated: List[str] = []
+        self.unusable: List[str] = []  # the float64 run missed eager too: no reference there
+        self.unusable_miss = 0.0  # the largest of eager's relative misses there
+        self.grad_err = 0.0
+
+    def judge(self, name: str, c: Any, e: Any, r: Any) -> None:
+        """One tensor: close to eager, else the float64 rule where a float64 run can
+        judge it, else a mismatch (a gradient without a float64 run is not gated)."""
+        import torch
+
+        tolerance = self.tolerance
         grad = is_gradient(name) and c.is_floating_point()
         if grad:
-            grad_err = max(grad_err, float((c.double() - e.double()).norm()
-                                           / e.double().norm().clamp_min(1e-30)))
-        r = (ref or {}).get(name)
+            self.grad_err = max(self.grad_err, float((c.double() - e.double()).norm()
+                                                     / e.double().norm().clamp_min(1e-30)))
         judged = (tolerance is None and r is not None and c.is_floating_point()
                   and c.shape == e.shape == r.shape)
-        loose = dict(TF32_TOLERANCE) if tf32 and c.dtype == torch.float32 else {}
+        loose = dict(TF32_TOLERANCE) if self.tf32 and c.dtype == torch.float32 else {}
         if tolerance is not None:
             kw: Dict[str, float] = {"atol": tolerance[0], "rtol": tolerance[1]}
         else:  # TF32's loose tolerance only where no float64 run can judge: its atol
             kw = {} if judged else loose  # is the whole size of a small gradient
         message = assert_close_message(c, e, kw)
         if message is None:
-            continue
+            return
         v = {"name": name, **against_float64(c, e, r, grad)} if judged else None
         if v is not None and not v["usable"]:
-            unusable.append(name)
-            unusable_miss = max(unusable_miss, v["reference_rel"])
+            self.unusable.append(name)
+            self.unusable_miss = max(self.unusable_miss, v["reference_rel"])
             if kw != loose:
                 message = assert_close_message(c, e, loose)
                 if message is None:
-                    continue
+                    return
         elif v is not None:
-            escalated.append(v)
+            self.escalated.append(v)
             if not v["ok"]:
-                mismatches.append({"name": name, "message": (
+                self.mismatches.append({"name": name, "message": (
                     f"compiled is {v['ratio']:.3g}x "
                     f"as far from a float64 run as eager (RMSE {v['rmse']:.3g} vs eager's "
                     f"{v['reference_rmse']:.3g}; allowed {v['limit']:.3g}): wrong math, not "
                     f"rounding noise"), "float64": v})
-            continue
+            return
         if grad and tolerance is None:
-            ungated.append(name)
-            continue
-        if v is not None and name in unusable:
+            self.ungated.append(name)
+            return
+        if v is not None and name in self.unusable:
             message += (f"\n(its float64 run is no reference: eager misses it by "
                         f"{v['reference_rel']:.0%} RMS, over {USABLE_REL:.0%})")
-        mismatches.append({"name": name, "message": message})
+        self.mismatches.append({"name": name, "message": message})
+
+
+def _eager_rule(tolerance: Optional[Tuple[float, float]], ref: Optional[Outputs],
+                ref_note: Optional[str], tf32: bool) -> str:
+    """The rule compiled vs eager was judged by, as the report names it."""
     if tolerance is not None:
-        rule = f"atol={tolerance[0]},rtol={tolerance[1]}"
-    elif ref is not None:
-        rule = ("assert_close defaults, else float64 reference"
+        return f"atol={tolerance[0]},rtol={tolerance[1]}"
+    if ref is not None:
+        return ("assert_close defaults, else float64 reference"
                 + (" (TF32 tolerance for float32 where it is none)" if tf32 else ""))
-    else:
-        rule = ("assert_close defaults" + (", TF32 tolerance for float32" if tf32 else "")
-                + f" (no float64 reference: {ref_note or 'none made'})")
-    worst = max(escalated, key=lambda v: v["rmse"] / v["limit"] if v["limit"] else math.inf,
-                default=None)
-    return {"ok": not mismatches, "compared": len(compiled) - len(skip & set(compiled)),
-            "total": len(compiled), "random": list(random or []), "mismatches": mismatches,
-            "rule": rule,
-            "float64": {"available": ref is not None, "note": ref_note, "escalated": escalated,
-                        "unusable": unusable, "unusable_miss": _round(unusable_miss),
-                        "worst": worst},
-            "ungated_gradients": ungated, "gradient_rel_error": grad_err,
-            "gradients_gated": tolerance is not None or ref is not None}
+    return ("assert_close defaults" + (", TF32 tolerance for float32" if tf32 else "")
+            + f" (no float64 reference: {ref_note or 'none made'})")
 
 
 def assert_close_message(c: Any, e: Any, kw: Dict[str, float]) -> Optional[str]:
@@ -236,8 +251,6 @@ def compare_with_cold(warm: Outputs, cold: Outputs, tolerance: Optional[Tuple[fl
     noise both runs carry; a stale entry does not. A tensor in `random` (it changes with
     the seed) has no float64 run to judge it: the same seed and graph draw the same
     numbers, so it may differ by float32's noise floor (FLOOR_REL of its size) alone."""
-    import torch
-
     mismatches: List[Dict[str, Any]] = []
     noise: List[Dict[str, Any]] = []
     for name in sorted(set(warm) | set(cold)):
@@ -245,51 +258,55 @@ def compare_with_cold(warm: Outputs, cold: Outputs, tolerance: Optional[Tuple[fl
         if w is None or c is None:
             mismatches.append({"name": name, "message": "present in only one of cold/warm"})
             continue
-        if w.dtype != c.dtype or w.shape != c.shape:
-            mismatches.append({"name": name, "message":
-                               f"cold {c.dtype}{list(c.shape)} vs warm {w.dtype}{list(w.shape)}"})
-            continue
-        if tolerance is None:
-            same = digest(w) == digest(c)
-        else:
-            same = bool(torch.allclose(w.double(), c.double(), atol=tolerance[0],
-                                       rtol=tolerance[1], equal_nan=True)) \
-                if w.is_floating_point() or w.is_complex() else bool(torch.equal(w, c))
-        if same:
-            continue
-        diff = None
-        if w.is_floating_point():
-            diff = float((w.double() - c.double()).abs().nan_to_num(0).max()) if w.numel() else 0.0
-        r = (ref or {}).get(name)
-        if tolerance is None and name in random and w.is_floating_point():
-            d, size = rms((w.double() - c.double()).nan_to_num(0)), rms(c.double().nan_to_num(0))
-            v = {"name": name, "max_abs_diff": diff, "diff_rmse": _round(d),
-                 "limit": _round(FLOOR_REL * size), "random": True}
-            if d <= FLOOR_REL * size:
-                noise.append(v)
-                continue
-            mismatches.append({**v, "message": (
-                f"differs (max abs diff {diff:.3g}, RMSE {d:.3g}), beyond float32's noise floor "
-                f"({FLOOR_REL:.2%} of its RMS, {FLOOR_REL * size:.3g}); it changes with the random "
-                f"seed, so the same seed and compiled graph must draw the same numbers")})
-            continue
-        if tolerance is None and r is not None and w.is_floating_point() and r.shape == w.shape:
-            v = {"name": name, "max_abs_diff": diff, **within_noise(w, c, r)}
-            if v["ok"] and v["usable"]:
-                noise.append(v)
-                continue
-            why = (f"beyond the noise both carry against a float64 run (warm "
-                   f"{v['warm_rmse']:.3g}, cold {v['cold_rmse']:.3g}; allowed {v['limit']:.3g})"
-                   if v["usable"] else "its float64 run is no reference (both miss it by "
-                   "over 10% RMS)")
-            mismatches.append({"name": name, "max_abs_diff": diff, "float64": v, "message":
-                               f"differs (max abs diff {diff:.3g}, RMSE {v['diff_rmse']:.3g}), {why}"})
-            continue
-        mismatches.append({"name": name, "max_abs_diff": diff,
-                           "message": "differs" + (f" (max abs diff {diff:.3g})"
-                                                   if diff is not None else "")})
+        found = _warm_differs(name, w, c, tolerance, (ref or {}).get(name), name in random)
+        if found is not None:
+            (noise if found.pop("_within_noise", False) else mismatches).append(found)
     mode = "bitwise" if tolerance is None else f"atol={tolerance[0]},rtol={tolerance[1]}"
     if tolerance is None and ref is not None:
         mode += ", else float64 reference"
     return {"ok": not mismatches, "compared": len(cold), "mode": mode,
             "mismatches": mismatches, "within_noise": noise}
+
+
+def _warm_differs(name: str, w: Any, c: Any, tolerance: Optional[Tuple[float, float]],
+                  r: Any, random: bool) -> Optional[Dict[str, Any]]:
+    """One tensor warm vs cold: None when equal; else what differs, marked
+    `_within_noise` when it is within the noise both runs carry."""
+    import torch
+
+    if w.dtype != c.dtype or w.shape != c.shape:
+        return {"name": name, "message":
+                f"cold {c.dtype}{list(c.shape)} vs warm {w.dtype}{list(w.shape)}"}
+    if tolerance is None:
+        same = digest(w) == digest(c)
+    else:
+        same = bool(torch.allclose(w.double(), c.double(), atol=tolerance[0],
+                                   rtol=tolerance[1], equal_nan=True)) \
+            if w.is_floating_point() or w.is_complex() else bool(torch.equal(w, c))
+    if same:
+        return None
+    diff = None
+    if w.is_floating_point():
+        diff = float((w.double() - c.double()).abs().nan_to_num(0).max()) if w.numel() else 0.0
+    if tolerance is None and random and w.is_floating_point():
+        d, size = rms((w.double() - c.double()).nan_to_num(0)), rms(c.double().nan_to_num(0))
+        v = {"name": name, "max_abs_diff": diff, "diff_rmse": _round(d),
+             "limit": _round(FLOOR_REL * size), "random": True}
+        if d <= FLOOR_REL * size:
+            return {**v, "_within_noise": True}
+        return {**v, "message": (
+            f"differs (max abs diff {diff:.3g}, RMSE {d:.3g}), beyond float32's noise floor "
+            f"({FLOOR_REL:.2%} of its RMS, {FLOOR_REL * size:.3g}); it changes with the random "
+            f"seed, so the same seed and compiled graph must draw the same numbers")}
+    if tolerance is None and r is not None and w.is_floating_point() and r.shape == w.shape:
+        v = {"name": name, "max_abs_diff": diff, **within_noise(w, c, r)}
+        if v["ok"] and v["usable"]:
+            return {**v, "_within_noise": True}
+        why = (f"beyond the noise both carry against a float64 run (warm "
+               f"{v['warm_rmse']:.3g}, cold {v['cold_rmse']:.3g}; allowed {v['limit']:.3g})"
+               if v["usable"] else "its float64 run is no reference (both miss it by "
+               "over 10% RMS)")
+        return {"name": name, "max_abs_diff": diff, "float64": v, "message":
+                f"differs (max abs diff {diff:.3g}, RMSE {v['diff_rmse']:.3g}), {why}"}
+    return {"name": name, "max_abs_diff": diff,
+            "message": "differs" + (f" (max abs diff {diff:.3g})" if diff is not None else "")}
