@@ -205,8 +205,8 @@ class Pool:
 ac._pool_set.add(Pool())
 atexit.register(lambda: print("other handler ran", flush=True))
 if sys.argv[1] == "skip":
-    from pytest_compilecache.child import phase as child
-    child._skip_worker_pool_join()
+    from pytest_compilecache.child.exit import skip_worker_pool_join
+    skip_worker_pool_join()
 """
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from pytest_compilecache.child import compare
 from pytest_compilecache.child import confinement
+from pytest_compilecache.child.exit import exit_now
 from pytest_compilecache.child import float64
 from pytest_compilecache import lifetime
 from pytest_compilecache.child import randomness
@@ -391,40 +392,7 @@ class ChildPlugin:
         write_json_atomic(Path(self.spec["out"]), self.result)
         self.tell_imports()  # a test body builds its model in the workload
         if self.result["ran"] and not self.result["error"]:
-            _exit_now(int(exitstatus))
-
-
-def _exit_now(status: int) -> None:
-    """The result is written: skip pytest's summary and the interpreter's teardown of
-    torch's modules (2-3 s a phase on CPU), but run the atexit handlers, which is where
-    torch shuts its compile pools down and could dump a cache. A check that failed to run
-    exits normally, so its log keeps pytest's account of why."""
-    import atexit
-    import sys
-
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    _skip_worker_pool_join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    os._exit(status)
-
-
-def _skip_worker_pool_join() -> None:
-    """torch joins its compile-worker pool at exit. A warm phase compiles nothing, so the
-    pool it started (one worker per core, each importing torch) is often still starting
-    when the phase is done, and the join waited 5-9 s after warm inference phases on an
-    H100 (about 1 s after cold ones). The workers hold nothing to save (results come back
-    to this process, which writes the caches); the launcher kills the process group next.
-    Only this handler is skipped: the others may write cache state."""
-    import atexit
-    import sys
-
-    mod = sys.modules.get("torch._inductor.async_compile")
-    handler = getattr(mod, "shutdown_compile_workers", None)
-    if handler is not None:
-        atexit.unregister(handler)
+            exit_now(int(exitstatus))
 
 
 def _calls(outputs: wl.Outputs) -> List[str]:
