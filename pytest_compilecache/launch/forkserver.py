@@ -75,7 +75,8 @@ class Preloaded:
             import torch  # noqa: F401
 
             _import_pytest_plugins()
-            import pytest_compilecache.child.phase  # noqa: F401
+            import pytest_compilecache.child.body  # noqa: F401  (and the phase plugin)
+            import pytest_compilecache.paths  # noqa: F401  (every path's module)
 
         self._watching(imports)
 
