@@ -76,7 +76,9 @@ class Preloaded:
 
             _import_pytest_plugins()
             import pytest_compilecache.child.body  # noqa: F401  (and the phase plugin)
-            import pytest_compilecache.paths  # noqa: F401  (every path's module)
+            from pytest_compilecache import paths
+
+            paths.builtin()  # imports every path's module
 
         self._watching(imports)
 
