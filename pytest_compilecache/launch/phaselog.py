@@ -7,12 +7,14 @@ A phase that prints without end must not fill the disk nor, to show its last lin
 the controller's memory. So:
 
 - The log is opened O_APPEND, and `CappedLog` (a thread in the launcher) follows it:
-  it keeps the last `TAIL_BYTES` it read in memory and, when the file grows past
-  `HEAD_BYTES + TAIL_BYTES`, truncates it back to its first `HEAD_BYTES` (writers
-  append after the cut, nothing becomes sparse). Once the phase is over, the file is
-  rewritten as its head, a line that says how much was left out, and the kept tail.
-  Output written in the instant between the last read and a cut is lost; the cut is
-  rare (past 8 MiB) and far from the end of a phase's output as a rule.
+  it keeps the last `TAIL_BYTES` it read in memory and, when what it read grows past
+  `HEAD_BYTES + TAIL_BYTES`, frees the disk blocks of what it read after the head
+  (fallocate's PUNCH_HOLE: the file keeps its length and becomes sparse, so writers
+  appending at its end lose nothing). Once the phase is over, the file is rewritten as
+  its head, a line that says how much was left out, and the kept tail. Where the
+  filesystem cannot punch holes, it truncates back to the head instead, and output
+  written in the instant between the last read and that cut is lost (a phase that
+  printed 200 MiB lost its last line that way under load).
   RLIMIT_FSIZE would kill the phase (SIGXFSZ); a pipe and a reader would make a
   phase that prints wait on the controller.
 - `read_end` reads the last bytes of a log, never all of it; `useful_tail` picks the
@@ -21,6 +23,8 @@ No pytest, no torch.
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import re
 import threading
@@ -49,6 +53,7 @@ class CappedLog:
         self.read = 0  # bytes read in all: the phase's output, less what a cut lost
         self.kept = bytearray()  # the last `tail` bytes read
         self.cut = False
+        self.freed = 0  # where the freed (punched) part of the file ends
         self._stop = threading.Event()
         self._fd: Optional[int] = None
         self._thread: Optional[threading.Thread] = None
@@ -83,13 +88,22 @@ class CappedLog:
         while not self._stop.is_set():
             try:
                 busy = self._catch_up() >= _CHUNK
-                if self.pos > self.head + self.tail:
-                    os.ftruncate(self._fd, self.head)  # type: ignore[arg-type]
-                    self.pos, self.cut = self.head, True
+                if self.pos - max(self.freed, self.head) > self.tail:
+                    self._free()
             except OSError:
                 return
             if not busy:
                 self._stop.wait(self.every)
+
+    def _free(self) -> None:
+        """Give back the disk blocks of what was read past the head (it is kept in
+        memory as far as the tail needs it); truncate where holes cannot be punched."""
+        start = max(self.freed, self.head)
+        if punch_hole(self._fd, start, self.pos - start):  # type: ignore[arg-type]
+            self.freed, self.cut = self.pos, True
+        else:  # output appended between the last read and this cut is lost
+            os.ftruncate(self._fd, self.head)  # type: ignore[arg-type]
+            self.pos, self.freed, self.cut = self.head, self.head, True
 
     def _catch_up(self) -> int:
         """Read what was appended since the last read; how many bytes."""
@@ -117,6 +131,30 @@ class CappedLog:
                f"{self.tail >> 20} MiB]\n").encode()
         os.ftruncate(self._fd, self.head)  # type: ignore[arg-type]
         os.pwrite(self._fd, say + tail, self.head)  # type: ignore[arg-type]
+
+
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+_punch: Any = None  # libc's fallocate, found on first use; False where there is none
+
+
+def punch_hole(fd: int, offset: int, length: int) -> bool:
+    """Free the disk blocks of a byte range, the file's length unchanged (Linux
+    fallocate PUNCH_HOLE); False where the filesystem or the platform cannot."""
+    global _punch
+    if _punch is None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            _punch = libc.fallocate
+            _punch.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong)
+        except (OSError, AttributeError):
+            _punch = False
+    if not _punch or length <= 0:
+        return bool(_punch) and length <= 0
+    if _punch(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length) == 0:
+        return True
+    if ctypes.get_errno() not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return False
 
 
 def read_end(path: Path, nbytes: int) -> str:
