@@ -48,7 +48,7 @@ class LaunchResult:
     leftovers: List[str] = field(default_factory=list)
 
     def stages(self, marks: Mapping[str, float]) -> Dict[str, float]:
-        """Where the process's wall time went, from the child's marks (child.py): start-up
+        """Where the process's wall time went, from the child's marks (child/phase.py): start-up
         (interpreter, pytest, import torch), setup (collection, fixtures: the model built
         and moved; import of torch._dynamo), eager (the reference run), record
         (comparisons, cache snapshot) and exit (atexit: compile pools, CUDA teardown).

@@ -27,7 +27,7 @@ class RemoteCaches(ArtifactPath):
     LAYER_OF = {"RemoteFxGraphCache": "fx_graph", "RemoteAOTAutogradCache": "aot_autograd",
                 "RemoteAutotuneCache": "autotune", "RemoteBundledAutotuneCache": "autotune",
                 "RemoteDynamoPGOCache": "dynamo_pgo"}
-    # the autotune ones are switched on in the child, on CUDA only (warmstart.py)
+    # the autotune ones are switched on in the child, on CUDA only (`watching`, below)
     ENV = {"TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "1",
            "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "1"}
 
