@@ -22,7 +22,7 @@ os.write(1, b"THE LAST WORDS\\n")
 
 
 def test_a_capped_log_keeps_the_last_line_a_writer_appended(tmp_path: Path) -> None:
-    for attempt in range(3):  # a cut racing the last write is a matter of timing: thrice
+    for attempt in range(3):  # the cap and the rewrite, end to end (the race: next test)
         log = tmp_path / f"phase{attempt}.log"
         fd = open_log(log)
         with CappedLog(log, head=1 << 20, tail=1 << 20, every=0.001) as capped:
