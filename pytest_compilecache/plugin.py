@@ -58,6 +58,7 @@ def _register_phase_child(config: pytest.Config, spec_path: str) -> None:
     """In a phase process: the child's plugin, with its side of the check's path."""
     from pytest_compilecache import paths
     from pytest_compilecache.child.body import BodyHooks
+    from pytest_compilecache.child.case import CaseHooks
     from pytest_compilecache.child.phase import ChildPlugin, load_spec
 
     spec = load_spec(spec_path)
@@ -68,6 +69,7 @@ def _register_phase_child(config: pytest.Config, spec_path: str) -> None:
     child.configure()
     config.stash[_SESSION] = child
     config.pluginmanager.register(child, "compilecache-child")
+    config.pluginmanager.register(CaseHooks(child), "compilecache-child-case")
     config.pluginmanager.register(BodyHooks(child), "compilecache-child-body")
 
 

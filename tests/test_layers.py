@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_compilecache import layers
-from pytest_compilecache.layers.base import CacheLayer, LayerInputs
+from pytest_compilecache.layers.base import CacheLayer, LayerInputs, TorchConfigs
 from pytest_compilecache.model import CacheRecord, LayerVerdict, PhaseRecord
 
 RECORDS = Path(__file__).parent / "data" / "records"
@@ -81,3 +81,45 @@ def test_each_layers_rule_judges_a_real_record_through_the_registry() -> None:
     # and a rule sees what it is given: no cold files, no cold events -> not in play
     empty = LayerInputs(CacheRecord(), CacheRecord())
     assert layers.REGISTRY[3].judge(empty)[0].state == "n/a"  # kernels
+
+
+def _configs(**kw: object) -> TorchConfigs:
+    from types import SimpleNamespace as NS
+
+    base = dict(version="2.13.0", job_id="job",
+                inductor=NS(fx_graph_cache=True, autotune_local_cache=True),
+                functorch=NS(enable_autograd_cache=True),
+                dynamo=NS(automatic_dynamic_local_pgo=True), force_disabled=False)
+    base.update(kw)
+    return TorchConfigs(**base)  # type: ignore[arg-type]
+
+
+def test_each_layer_says_whether_torch_enables_it_and_why_not() -> None:
+    """Each layer's own config rule over torch's config modules (the child reads them
+    once, child/probe.layer_config): this torch's defaults, then each switch off."""
+    from types import SimpleNamespace as NS
+
+    def states(cfgs: TorchConfigs) -> dict:
+        return {x.name: x.config(cfgs) for x in layers.REGISTRY if x.config(cfgs)}
+
+    on = states(_configs())
+    assert set(on) == {"dynamo_pgo", "aot_autograd", "fx_graph", "autotune"}
+    assert all(s == {"enabled": True, "why": None} for s in on.values()), on
+    off = states(_configs(inductor=NS(fx_graph_cache=False, autotune_local_cache=False)))
+    assert "TORCHINDUCTOR_FX_GRAPH_CACHE=0" in off["fx_graph"]["why"]
+    assert "or the FX cache is off" in off["aot_autograd"]["why"]  # AOT needs the FX cache
+    assert off["autotune"]["why"] == "inductor config autotune_local_cache is off"
+    old = states(_configs(functorch=None, dynamo=NS(), version="2.5.1"))
+    assert old["aot_autograd"]["why"] == "torch 2.5.1 has no AOTAutograd cache config"
+    assert old["dynamo_pgo"]["why"] == "torch 2.5.1 has no local PGO (2.6+)"
+    assert states(_configs(job_id=None))["dynamo_pgo"]["no_job_id"] is True
+    forced = states(_configs(force_disabled=True, job_id=None))
+    assert all("force-disabled" in s["why"] for s in forced.values()), forced
+
+
+def test_the_child_reads_this_torchs_config_through_the_layers() -> None:
+    from pytest_compilecache.child.probe import layer_config
+
+    cfg = layer_config()
+    assert cfg["fx_graph"] == {"enabled": True, "why": None}
+    assert set(cfg) == {"dynamo_pgo", "aot_autograd", "fx_graph", "autotune"}

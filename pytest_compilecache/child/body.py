@@ -10,6 +10,7 @@ import pytest
 
 from pytest_compilecache.child import float64, randomness
 from pytest_compilecache.child import workload as wl
+from pytest_compilecache.child.case import References
 from pytest_compilecache.child.phase import (ChildPlugin, compile_kwargs, first_line,
                                              model_cases)
 
@@ -59,6 +60,13 @@ class BodyHooks:
             o.result["ran"] = True
             o.save_artifact()
         compiled = dict(o.recorder.outputs)
+        o._finish(compiled, *self._references(pyfuncitem))
+        return res
+
+    def _references(self, pyfuncitem: pytest.Function) -> References:
+        """The body again under force_eager (and under another seed: the random
+        tensors), then in float64."""
+        o = self.owner
         o._eager_pass = True
         note = ref_note = None
         eager: wl.Outputs = {}
@@ -84,8 +92,7 @@ class BodyHooks:
             o.recorder.reseed = None
         if ref is not None and not ref:
             ref, ref_note = None, "the test body recorded nothing in float64"
-        o._finish(compiled, eager, note, ref, ref_note, random)
-        return res
+        return eager, note, ref, ref_note, random
 
     def _rerun(self, pyfuncitem: pytest.Function, seed: int) -> wl.Outputs:
         """The body once more, from the random state it started with, recording what

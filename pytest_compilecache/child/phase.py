@@ -13,17 +13,15 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
 from pytest_compilecache.child import compare
 from pytest_compilecache.child import confinement
 from pytest_compilecache.child.exit import exit_now
-from pytest_compilecache.child import float64
-from pytest_compilecache import lifetime
 from pytest_compilecache.child import randomness
-from pytest_compilecache.paths.base import ArtifactFailed, NotApplicable, WarmStartPath
+from pytest_compilecache.paths.base import WarmStartPath
 from pytest_compilecache.child import workload as wl
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.files import write_json_atomic
@@ -37,6 +35,9 @@ class InternalError(Exception):
 
 
 class ChildPlugin:
+    """The phase's record and the steps both forms share; the forms' own hooks are
+    child/case.py (a ModelCase) and child/body.py (a test body)."""
+
     def __init__(self, spec: PhaseSpec, path: WarmStartPath) -> None:
         self.spec = spec
         self.recorder = wl.Recorder()
@@ -168,101 +169,6 @@ class ChildPlugin:
             self.mark("workload_end")
             self.observer.stop()
             self.check_confined("after the workload")
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Optional[bool]:
-        """The ModelCase form: compile and run each case, then the references."""
-        if self._skip_body:
-            return True
-        cases = model_cases(pyfuncitem)
-        if not cases or self._eager_pass:
-            return None
-        self.result["form"] = "model_case"
-        self.mark("fixtures_done")
-        if self.result["error"]:
-            raise RuntimeError(self.result["error"])
-        if self.path_not_applicable(cases[0]):
-            return True
-        prepared = []
-        for i, case in enumerate(cases):
-            prefix = f"case{i}." if len(cases) > 1 else ""
-            model, inputs, ckw = wl.prepare_case(case, self.device or "cpu")
-            prepared.append((prefix, case, model, inputs, ckw, wl.snapshot_state(model)))
-        self.mark("on_device")
-        self.tell_imports()
-        with self.path.watching(self.artifact, self.device or "cpu"):
-            try:
-                with self.workload():
-                    compiled = self._compile_and_run(prepared, compile_kwargs(pyfuncitem))
-            finally:
-                if self.spec.get("artifact") != "save":  # nothing compiles after this
-                    lifetime.deprioritize_descendants()
-            self.result["ran"] = True
-            if compiled is None:  # the path failed, or cannot take this workload
-                return True
-            self.save_artifact()
-        self._finish(compiled, *self._case_references(prepared))
-        return True
-
-    def _compile_and_run(self, prepared: List[Any], kwargs: Dict[str, Any]
-                         ) -> Optional[wl.Outputs]:
-        """Each case compiled the path's way and run once; None where the path has no
-        artifact to load, failed to build one, or cannot take the model (recorded)."""
-        if self.artifact.get("error"):
-            return None
-        compiled: wl.Outputs = {}
-        phase = self.spec["phase"]
-        for prefix, case, model, inputs, ckw, _ in prepared:
-            try:
-                fn = self.path.compile(phase, self.artifact_path, self._original_compile(),
-                                       model, case, kwargs, inputs, ckw, self.artifact)
-            except NotApplicable as e:
-                self.artifact["na"] = str(e)
-            except ArtifactFailed as e:
-                self.artifact["error"] = str(e)
-            except Exception:
-                if self.path.via == "local":
-                    raise
-                self.artifact["error"] = (f"the {self.path.via} path failed to build or "
-                                          f"load its artifact:\n"
-                                          + traceback.format_exc(limit=6))
-            if self.artifact.get("na") or self.artifact.get("error"):
-                return None
-            compiled.update(wl.run_case_step(fn, model, case, inputs, ckw, prefix))
-        return compiled
-
-    def _case_references(self, prepared: List[Any]) -> Tuple[
-            wl.Outputs, Optional[str], Optional[wl.Outputs], Optional[str], List[Dict[str, Any]]]:
-        """Eager (and under another seed: the random tensors), then float64."""
-        eager: wl.Outputs = {}
-        eager_note = ref_note = None
-        ref: Optional[wl.Outputs] = None
-        random: List[Dict[str, Any]] = []
-
-        def eager_step(seed: int) -> wl.Outputs:
-            out: wl.Outputs = {}
-            for prefix, case, model, inputs, ckw, state in prepared:
-                model.load_state_dict(state)
-                with randomness.draws(seed):
-                    out.update(wl.run_case_step(model, model, case, inputs, ckw, prefix))
-            return out
-
-        try:
-            eager = eager_step(randomness.REFERENCE_SEED)
-        except Exception:
-            eager_note = "the model failed when run eagerly:\n" + traceback.format_exc(limit=3)
-        if eager_note is None:
-            random = self.random_tensors(eager_step, eager)
-            ref = {}
-            try:
-                for prefix, case, model, inputs, ckw, state in prepared:
-                    model.load_state_dict(state)
-                    with float64.model_in_float64(model), randomness.draws(randomness.REFERENCE_SEED):
-                        ref.update(wl.run_case_step(model, model, case, float64.up(inputs),
-                                                    float64.up(ckw), prefix))
-            except Exception as e:
-                ref, ref_note = None, first_line(e)
-        return eager, eager_note, ref, ref_note, random
 
     def random_tensors(self, run: Callable[[int], wl.Outputs], eager: wl.Outputs
                        ) -> List[Dict[str, Any]]:

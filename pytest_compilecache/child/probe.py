@@ -9,159 +9,40 @@ counter that a compile increments says what the warm process did. No pytest impo
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 import time
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional
 
+from pytest_compilecache.child.tracelog import (AOT_LOGGER, DYNAMO_LOGGER, TRACE_LOGGER,
+                                                AotDebugHandler, LimitHandler, TraceHandler,
+                                                parse_components)
 from pytest_compilecache.judge.tuning import TuningSpy
 
-TRACE_LOGGER = "torch.__trace"
-AOT_LOGGER = "torch._functorch._aot_autograd.autograd_cache"
 PTXAS_ENV = "TRITON_PTXAS_PATH"
 COUNTER_GROUPS = ("aot_autograd", "inductor", "dynamo_cache", "stats", "frames")
-_COMPONENT_RE = re.compile(r"^\[([0-9a-z]+)\] ([^:]+?): (.*)$", re.S)
-GM_MAXLEN = 20000
-VALUE_MAXLEN = 200
-
-
-def parse_components(lines: Any) -> List[List[Any]]:
-    """'[hash] name: value' debug lines -> [[name, hash, value]]; graph code kept long."""
-    out: List[List[Any]] = []
-    for line in lines or []:
-        m = _COMPONENT_RE.match(str(line))
-        if not m:
-            continue
-        h, name, value = m.groups()
-        lim = GM_MAXLEN if name == "gm" else VALUE_MAXLEN
-        out.append([name, h, value if len(value) <= lim else value[:lim] + "..."])
-    return out
-
-
-# what a Dynamo frame compile's `compilation_metrics` event says of it (torch 2.5+;
-# recompile_reason 2.6+): the code object, and why it failed (the recompile limit)
-_FRAME_FIELDS = ("co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason",
-                 "recompile_reason")
-DYNAMO_LOGGER = "torch._dynamo.convert_frame"
-_LIMIT_MSG = "torch._dynamo hit config."
-
-
-def _cut(value: Any, limit: int = 1000) -> Any:
-    return value[:limit] if isinstance(value, str) else value
-
-
-class _LimitHandler(logging.Handler):
-    """Dynamo's warning that a code object reached its recompile limit (torch 2.5+:
-    `cache_size_limit`, 2.7+: `recompile_limit`): its later calls run eagerly."""
-
-    def __init__(self, sink: List[Dict[str, Any]]) -> None:
-        super().__init__(logging.WARNING)
-        self.sink = sink
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if not str(record.msg).startswith(_LIMIT_MSG):
-            return
-        args = record.args if isinstance(record.args, tuple) else ()
-        if len(args) >= 4:
-            self.sink.append({"limit": f"{args[0]} ({args[1]})", "function": str(args[2]),
-                              "reason": _cut(str(args[3]))})
-        else:
-            self.sink.append({"limit": record.getMessage().splitlines()[0][len(_LIMIT_MSG):],
-                              "function": None, "reason": None})
-
-
-class _TraceHandler(logging.Handler):
-    WANT = ("fx_graph_cache", "aotautograd_cache", "triton_kernel_info", "recompile_reasons")
-
-    def __init__(self, sink: List[Any]) -> None:
-        super().__init__(logging.DEBUG)
-        self.sink = sink
-
-    def emit(self, record: logging.LogRecord) -> None:
-        meta = getattr(record, "metadata", None)
-        if not isinstance(meta, dict):
-            return
-        if isinstance(meta.get("compilation_metrics"), dict):  # one per Dynamo frame compile
-            m = meta["compilation_metrics"]
-            self.sink.append(("compilation_metrics", str(m.get("compile_id")),
-                              {k: _cut(m.get(k)) for k in _FRAME_FIELDS}))
-            return
-        art = meta.get("artifact")
-        name = art.get("name") if isinstance(art, dict) else None
-        if not name or not (name.startswith(self.WANT) or name.endswith("code_state")):
-            return
-        payload = getattr(record, "payload", None)
-        data: Any = payload
-        if payload and not name.endswith("code_state"):
-            try:
-                data = json.loads(payload)
-            except Exception:
-                pass
-        cid = (f"{meta.get('frame_id')}/{meta.get('frame_compile_id')}"
-               if "frame_id" in meta else "?")
-        self.sink.append((name, cid, data))
-
-
-class _AotDebugHandler(logging.Handler):
-    """torch 2.12+ computes AOTAutograd key components only for a DEBUG logger."""
-
-    def __init__(self, sink: Dict[str, List[str]]) -> None:
-        super().__init__(logging.DEBUG)
-        self.sink = sink
-
-    def emit(self, record: logging.LogRecord) -> None:
-        msg = record.msg
-        if (isinstance(msg, str) and msg.startswith("Autograd graph cache hash details")
-                and isinstance(record.args, tuple) and len(record.args) > 1):
-            body = str(record.args[1])
-            parts = body.split("\n[")
-            self.sink[str(record.args[0])] = [p if i == 0 else "[" + p
-                                              for i, p in enumerate(parts)]
 
 
 def layer_config() -> Dict[str, Any]:
-    """Which layers this torch version has and its config enables, with why not."""
+    """Which layers this torch version has and its config enables, with why not: each
+    layer's own rule (layers/), over torch's config modules read once here."""
     import torch
 
-    cfg: Dict[str, Any] = {}
+    from pytest_compilecache.layers import REGISTRY
+    from pytest_compilecache.layers.base import TorchConfigs
+
     ic = _try(lambda: __import__("torch._inductor.config", fromlist=["x"]))
-    fc = _try(lambda: __import__("torch._functorch.config", fromlist=["x"]))
-    dc = _try(lambda: __import__("torch._dynamo.config", fromlist=["x"]))
-    force = bool(getattr(ic, "force_disable_caches", False) or
-                 getattr(getattr(torch.compiler, "config", None), "force_disable_caches", False))
-
-    def state(ok: bool, why: str) -> Dict[str, Any]:
-        if force:
-            return {"enabled": False, "why": "caches force-disabled (TORCHINDUCTOR_FORCE_DISABLE_"
-                                             "CACHES / TORCH_COMPILE_FORCE_DISABLE_CACHES)"}
-        return {"enabled": ok, "why": None if ok else why}
-
-    cfg["fx_graph"] = state(bool(getattr(ic, "fx_graph_cache", False)),
-                            "inductor config fx_graph_cache is off (TORCHINDUCTOR_FX_GRAPH_CACHE=0)")
-    aot_on = getattr(fc, "enable_autograd_cache", None)
-    if aot_on is None:
-        cfg["aot_autograd"] = {"enabled": False,
-                               "why": f"torch {torch.__version__} has no AOTAutograd cache config"}
-    else:
-        cfg["aot_autograd"] = state(bool(aot_on) and cfg["fx_graph"]["enabled"],
-                                    "functorch config enable_autograd_cache is off "
-                                    "(TORCHINDUCTOR_AUTOGRAD_CACHE=0) or the FX cache is off")
-    pgo_on = getattr(dc, "automatic_dynamic_local_pgo", None)
-    if pgo_on is None:
-        cfg["dynamo_pgo"] = {"enabled": False,
-                             "why": f"torch {torch.__version__} has no local PGO (2.6+)"}
-    elif pgo_on and not force and current_job_id() is None:
-        cfg["dynamo_pgo"] = {"enabled": False, "no_job_id": True,
-                             "why": "no job id: PGO state is not persisted across restarts"}
-    else:
-        cfg["dynamo_pgo"] = state(bool(pgo_on), "dynamo config automatic_dynamic_local_pgo "
-                                                "is off (TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO=0)")
-    cfg["autotune"] = state(bool(getattr(ic, "autotune_local_cache", True)),
-                            "inductor config autotune_local_cache is off")
-    return cfg
+    compiler = getattr(torch.compiler, "config", None)
+    cfgs = TorchConfigs(
+        version=torch.__version__, inductor=ic,
+        functorch=_try(lambda: __import__("torch._functorch.config", fromlist=["x"])),
+        dynamo=_try(lambda: __import__("torch._dynamo.config", fromlist=["x"])),
+        job_id=current_job_id(),
+        force_disabled=bool(getattr(ic, "force_disable_caches", False)
+                            or getattr(compiler, "force_disable_caches", False)))
+    out = {layer.name: layer.config(cfgs) for layer in REGISTRY}
+    return {name: state for name, state in out.items() if state is not None}
 
 
 def current_job_id() -> Optional[str]:
@@ -230,7 +111,7 @@ class CacheObserver:
         self._ptxas_at_start = os.environ.get(PTXAS_ENV)
 
         tl = logging.getLogger(TRACE_LOGGER)
-        th = _TraceHandler(self.events)
+        th = TraceHandler(self.events)
         old_level = tl.level
         tl.addHandler(th)
         tl.setLevel(logging.DEBUG)
@@ -241,7 +122,7 @@ class CacheObserver:
 
         self._restore.append(restore_trace)
         al = logging.getLogger(AOT_LOGGER)
-        ah = _AotDebugHandler(self.aot_debug)
+        ah = AotDebugHandler(self.aot_debug)
         old = (al.level, al.propagate)
         al.addHandler(ah)
         al.setLevel(logging.DEBUG)
@@ -254,7 +135,7 @@ class CacheObserver:
 
         self._restore.append(restore_aot)
         dl = logging.getLogger(DYNAMO_LOGGER)
-        lh = _LimitHandler(self.limit_hits)
+        lh = LimitHandler(self.limit_hits)
         dl.addHandler(lh)  # its level and output stay the user's
         self._restore.append(lambda: dl.removeHandler(lh))
         self._install_triton_listener()

@@ -4,7 +4,7 @@ rule that judges its cold and warm records. Pure: no torch, no pytest."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from pytest_compilecache.model import CacheRecord, LayerConfig, LayerVerdict
 
@@ -19,6 +19,25 @@ class LayerInputs:
     cold_files: List[str] = field(default_factory=list)
     saved: Set[str] = field(default_factory=set)
     precompiled: bool = False  # the warm process loaded Dynamo's precompiled frames
+
+
+@dataclass
+class TorchConfigs:
+    """What a layer's `config` reads in the phase child: torch's version and its config
+    modules (None where this version has none), built by child/probe.py."""
+    version: str
+    inductor: Any
+    functorch: Any
+    dynamo: Any
+    job_id: Optional[str]
+    force_disabled: bool  # TORCHINDUCTOR_FORCE_DISABLE_CACHES and the like
+
+    def state(self, ok: bool, why: str) -> Dict[str, Any]:
+        """A layer's config record: enabled, or why not (force-disabled caches first)."""
+        if self.force_disabled:
+            return {"enabled": False, "why": "caches force-disabled (TORCHINDUCTOR_FORCE_DISABLE_"
+                                             "CACHES / TORCH_COMPILE_FORCE_DISABLE_CACHES)"}
+        return {"enabled": ok, "why": None if ok else why}
 
 
 class CacheLayer:
@@ -36,6 +55,11 @@ class CacheLayer:
 
     def owns_top(self, parts: List[str]) -> bool:
         return parts[0] in self.tops
+
+    def config(self, torch: TorchConfigs) -> Optional[Dict[str, Any]]:
+        """In the phase child: whether this torch and its config enable the layer, and
+        why not; None for a layer with no switch of its own."""
+        return None
 
     def judge(self, inputs: LayerInputs) -> Tuple[LayerVerdict, List[str]]:
         """The layer's verdict, and notes for the check."""
