@@ -73,9 +73,17 @@ def test_every_path_is_one_class_with_both_sides() -> None:
     """One registry: each built-in path judges its phases and is offered by
     --compile-cache-via's help exactly when it is selectable."""
     from pytest_compilecache import paths
+    from pytest_compilecache.paths.artifact import ArtifactPath
     from pytest_compilecache.paths.base import WarmStartPath
 
     reg = paths.builtin()
+    offered = [cls for cls in reg.values() if cls.selectable]
+    # the help's table, written out so that start-up imports no path module, is theirs
+    assert paths.LOCAL_SUMMARIES == tuple(
+        cls.summary for cls in offered if not issubclass(cls, ArtifactPath))
+    assert paths.CARRIED_SUMMARIES == tuple(
+        cls.summary for cls in offered if issubclass(cls, ArtifactPath))
+    assert paths.WarmStartPath is WarmStartPath
     assert paths.selectable(reg) == ["local", "mega", "precompile", "aot", "aoti", "remote"]
     assert {"deploy", "record"} <= set(reg)
     for name, cls in reg.items():

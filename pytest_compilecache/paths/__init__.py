@@ -1,24 +1,50 @@
 """The warm-start paths (--compile-cache-via), one module each, both sides of a path in
 one class (`base.WarmStartPath`): the phases the controller plans and judges, and what
 the phase child loads, compiles and saves. One registry, which the options, the report
-and the docs derive from; a plugin or conftest.py adds a path through the
-`pytest_compilecache_warm_start_paths` hook, in the controller and the phase child alike.
+and the docs derive from (--help from a copy of its summaries that a test holds to it,
+so that importing the package imports no path module); a plugin or conftest.py adds a
+path through the `pytest_compilecache_warm_start_paths` hook, in the controller and the
+phase child alike.
 """
 from __future__ import annotations
 
 import importlib
-from typing import Any, Dict, List, Optional, Type
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type
 
-from pytest_compilecache.paths.base import WarmStartPath
+if TYPE_CHECKING:
+    from pytest_compilecache.paths.base import WarmStartPath
 
 # the modules of the paths this package brings, in --help's order
 BUILTIN = ("local", "mega", "precompile", "aot", "aoti", "remote", "deploy", "record")
 
-Registry = Dict[str, Type[WarmStartPath]]
+# --compile-cache-via's help, written out: the path modules import the judges, which
+# pytest's start-up would pay for in every session (test_plugin holds these to the
+# classes' `summary`). Restarted over the same cache dirs, then carried elsewhere:
+LOCAL_SUMMARIES = ("local (restart over the same cache dirs)",)
+CARRIED_SUMMARIES = (
+    "mega (torch.compiler.save_cache_artifacts, torch 2.7+)",
+    "precompile (the same with TORCH_CACHING_PRECOMPILE=1, 2.9+)",
+    "aot (aot_compile + save_compiled_function, ModelCase, fullgraph)",
+    "aoti (torch.export + AOTInductor package, ModelCase inference)",
+    "remote (torch's Redis remote caches: a new machine with an empty disk)",
+)
+
+Registry = Dict[str, Type["WarmStartPath"]]
+
+
+def __getattr__(name: str) -> Any:
+    """`paths.WarmStartPath`, imported when asked for: the package stays cheap to import."""
+    if name == "WarmStartPath":
+        from pytest_compilecache.paths.base import WarmStartPath
+
+        return WarmStartPath
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def builtin() -> Registry:
     """The paths this package brings, by name (pure Python: no torch is imported)."""
+    from pytest_compilecache.paths.base import WarmStartPath
+
     reg: Registry = {}
     for module in BUILTIN:
         mod = importlib.import_module(f"pytest_compilecache.paths.{module}")
@@ -32,6 +58,8 @@ def builtin() -> Registry:
 def registry(pluginmanager: Optional[Any] = None) -> Registry:
     """The built-in paths and those the hook adds; a hook's path that is not a
     WarmStartPath or reuses a name is a usage error naming it (ValueError)."""
+    from pytest_compilecache.paths.base import WarmStartPath
+
     reg = builtin()
     if pluginmanager is None:
         return reg
@@ -63,7 +91,7 @@ def unknown_via(vias: Any, reg: Registry) -> Optional[str]:
             f"{', '.join(selectable(reg))} (comma-separated)")
 
 
-def for_settings(settings: Any, reg: Registry) -> List[WarmStartPath]:
+def for_settings(settings: Any, reg: Registry) -> List["WarmStartPath"]:
     """The paths the options ask for: recording, the deploy scenario, or each
     warm-start path of --compile-cache-via (default: the local restart alone)."""
     if settings.manifest_only:
@@ -75,14 +103,10 @@ def for_settings(settings: Any, reg: Registry) -> List[WarmStartPath]:
 
 def via_help() -> str:
     """--compile-cache-via's help, from the built-in paths' summaries."""
-    from pytest_compilecache.paths.artifact import ArtifactPath
-
-    reg = builtin()
-    local = [c.summary for c in reg.values() if c.selectable and not issubclass(c, ArtifactPath)]
-    carried = [c.summary for c in reg.values() if c.selectable and issubclass(c, ArtifactPath)]
     return ("the warm-start paths checked, each with a verdict of its own (n/a where torch "
-            "or the workload cannot take one): " + ", ".join(local) + "; carried to an "
-            "empty cache root at another path and loaded there: " + ", ".join(carried)
+            "or the workload cannot take one): " + ", ".join(LOCAL_SUMMARIES) + "; carried "
+            "to an empty cache root at another path and loaded there: "
+            + ", ".join(CARRIED_SUMMARIES)
             + "; comma-separated")
 
 
