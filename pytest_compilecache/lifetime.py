@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 _PR_SET_PDEATHSIG = 1
 # set by the preloaded launcher in a phase it forked: the process the phase dies with
@@ -75,31 +75,16 @@ def interrupt_on_sigterm(forward: bool = False) -> None:
         pass
 
 
-def _parents() -> Dict[int, int]:
-    """pid -> parent pid of every process (Linux: read from /proc; empty elsewhere)."""
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return {}
-    out = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                out[pid] = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    return out
-
-
 def signal_children(sig: int) -> None:
     """Send `sig` to every direct child of this process."""
-    me = os.getpid()
-    for pid, ppid in _parents().items():
-        if ppid == me:
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                continue
+    # launch.descendants reads /proc; imported on use, not at every pytest start-up
+    from pytest_compilecache.launch.descendants import children
+
+    for pid in children(os.getpid()):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            continue
 
 
 def deprioritize_descendants() -> int:
@@ -108,16 +93,10 @@ def deprioritize_descendants() -> int:
     be starting, and starved the phase's own comparisons (3-5 s instead of 0.5 on an
     H200). Workers forked later inherit the lower priority; nothing is stopped.
     Returns how many processes were reniced."""
-    children: Dict[int, List[int]] = {}
-    for pid, ppid in _parents().items():
-        children.setdefault(ppid, []).append(pid)
-    below, todo = [], [os.getpid()]
-    while todo:
-        kids = children.get(todo.pop(), [])
-        below += kids
-        todo += kids
+    from pytest_compilecache.launch.descendants import below
+
     done = 0
-    for pid in below:
+    for pid in below(os.getpid()):
         try:
             os.setpriority(os.PRIO_PROCESS, pid, 19)
             done += 1

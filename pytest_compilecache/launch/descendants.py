@@ -78,6 +78,29 @@ def children(pid: int) -> List[int]:
     return [p for p, info in _table().items() if info.ppid == pid]
 
 
+def _kids_of(table: Dict[int, _Proc]) -> Dict[int, List[int]]:
+    kids: Dict[int, List[int]] = {}
+    for pid, info in table.items():
+        kids.setdefault(info.ppid, []).append(pid)
+    return kids
+
+
+def _subtrees(roots: List[int], kids: Dict[int, List[int]]) -> List[int]:
+    """`roots` and every process below them."""
+    found, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += kids.get(pid, [])
+    return found
+
+
+def below(pid: int) -> List[int]:
+    """Every process below `pid`, as one read of /proc found them."""
+    kids = _kids_of(_table())
+    return _subtrees(kids.get(pid, []), kids)
+
+
 def describe(pid: int, width: int = 60) -> str:
     """`sleep 600 (pid 1234)`: the command line, shortened."""
     try:
@@ -102,15 +125,9 @@ def end_below(me: int, group: int, before: Collection[int] = (),
     end_at = time.monotonic() + timeout
     while True:
         table = _table()
-        kids: Dict[int, List[int]] = {}
-        for pid, info in table.items():
-            kids.setdefault(info.ppid, []).append(pid)
+        kids = _kids_of(table)
         roots = [p for p in kids.get(me, []) if p not in before]
-        found, todo = [], list(roots)
-        while todo:
-            pid = todo.pop()
-            found.append(pid)
-            todo += kids.get(pid, [])
+        found = _subtrees(roots, kids)
         for pid in found:
             if table[pid].state == "Z":
                 continue
@@ -133,14 +150,7 @@ def end_below(me: int, group: int, before: Collection[int] = (),
 def kill_below(pid: int) -> None:
     """SIGKILL every process below `pid` (a preloaded interpreter being closed: what its
     phase left is its to reap)."""
-    table = _table()
-    kids: Dict[int, List[int]] = {}
-    for p, info in table.items():
-        kids.setdefault(info.ppid, []).append(p)
-    todo = list(kids.get(pid, []))
-    while todo:
-        p = todo.pop()
-        todo += kids.get(p, [])
+    for p in below(pid):
         try:
             os.kill(p, signal.SIGKILL)
         except OSError:
