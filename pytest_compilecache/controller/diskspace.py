@@ -21,7 +21,8 @@ MIN_FREE = 1 << 20  # below this the session's files (reports, manifests, logs) 
 _GLOG = re.compile(r"^[DIWEF]\d{4} [\d:.]+ \d+ \S+\] (\[[^\]]*\] )?")
 
 
-def _nearest_existing(path: Path) -> Path:
+def nearest_existing(path: Path) -> Path:
+    """`path`, or its nearest ancestor that exists: where a path not made yet would be."""
     p = path
     while not p.exists() and p != p.parent:
         p = p.parent
@@ -30,7 +31,7 @@ def _nearest_existing(path: Path) -> Path:
 
 def free_bytes(path: Path) -> Optional[int]:
     try:
-        st = os.statvfs(_nearest_existing(Path(path)))
+        st = os.statvfs(nearest_existing(Path(path)))
     except (OSError, AttributeError):
         return None
     return st.f_bavail * st.f_frsize

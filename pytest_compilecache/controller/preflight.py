@@ -12,12 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import List, Optional
 
-
-def nearest_existing(path: Path) -> Path:
-    p = path
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    return p
+from pytest_compilecache.controller.diskspace import nearest_existing, no_space
 
 
 def unwritable_dir(path: Path) -> Optional[str]:
@@ -58,7 +53,6 @@ def problems(report: Optional[str], store: Optional[Path], store_option: Optiona
         if why:
             out.append(f"--compile-cache-root={root}: {why}; choose a writable directory "
                        f"for the checks' cache roots")
-    from pytest_compilecache.controller.diskspace import no_space
     from pytest_compilecache.isolation import unsafe_parent
 
     existing = nearest_existing(Path(root or tempfile.gettempdir()))
