@@ -63,11 +63,12 @@ def test_template_selection_is_counted_where_it_runs(frozen: RepoRun) -> None:
 
 
 def _layer(name: str):
-    from pytest_compilecache.judge.verdict import _autotune_layer, counter
+    from pytest_compilecache.judge.kernels import autotune_layer
+    from pytest_compilecache.judge.verdict import counter
 
     rec = json.loads((DATA / f"{name}.json").read_text())
     cold, warm = rec["cold"]["cache"], rec["warm"]["cache"]
-    return (*_autotune_layer(cold, warm, []), warm, counter)
+    return (*autotune_layer(cold, warm, []), warm, counter)
 
 
 def test_a_warm_fx_hit_that_replayed_autotune_counters_reads_hit() -> None:
@@ -104,7 +105,7 @@ def test_a_kernel_torch_keeps_no_result_for_is_a_note_not_a_miss() -> None:
 
 
 def test_a_torch_without_a_spy_leaves_that_kind_unjudged_and_says_so() -> None:
-    from pytest_compilecache.judge.verdict import _autotune_layer
+    from pytest_compilecache.judge.kernels import autotune_layer
 
     rec = json.loads((DATA / "mlp_max_autotune.json").read_text())
     cold, warm = rec["cold"]["cache"], rec["warm"]["cache"]
@@ -112,7 +113,7 @@ def test_a_torch_without_a_spy_leaves_that_kind_unjudged_and_says_so() -> None:
         t = phase["tuning"]
         del t["watched"]["select"]
         t["unwatched"]["select"] = "this torch has none of PersistentCache.lookup"
-    lv, notes = _autotune_layer(cold, warm, [])
+    lv, notes = autotune_layer(cold, warm, [])
     # the replayed counter is no evidence of tuning: not counted, and the layer says why
     assert lv.state == "hit" and lv.warm == "0 tuned", lv
     assert lv.reasons == ["template selection(s) not observed: this torch has none of "

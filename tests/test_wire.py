@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 import pytest
 
 from pytest_compilecache import paths
-from pytest_compilecache.judge import keys, verdict
+from pytest_compilecache.judge import kernels, keys, verdict
 from pytest_compilecache.model import (WIRE_VERSION, CacheEntry, CacheRecord, CheckResult,
                                        ColdComparison, EagerComparison, PhaseRecord, Wire,
                                        phase_records)
@@ -86,7 +86,7 @@ def test_the_gpu_records_read_their_tuning_and_kernels() -> None:
         "autotune_cache_states"]
     assert rec.cache.kernels.triton_listener is False  # cut from the record: the default
     # the judges read it typed or as JSON alike
-    assert verdict.autotune_benchmarks(rec.cache) == verdict.autotune_benchmarks(raw["cache"])
+    assert kernels.autotune_benchmarks(rec.cache) == kernels.autotune_benchmarks(raw["cache"])
 
 
 def test_missing_keys_read_as_the_judges_defaults() -> None:

@@ -16,18 +16,12 @@ from typing import Any, Dict, List, Optional, Set, Union
 from pytest_compilecache import files as fs
 from pytest_compilecache import layers
 from pytest_compilecache.judge import recompiles
-from pytest_compilecache.judge.keyed import explain_miss, graph_rows, never_saved_cause
-from pytest_compilecache.judge.kernels import (autotune_benchmarks, autotune_layer,
-                                               explain_identical_recompiles, tuning_done)
-from pytest_compilecache.judge.outputs import TINY_DIFF, note, outputs
+from pytest_compilecache.judge.keyed import graph_rows
+from pytest_compilecache.judge.kernels import explain_identical_recompiles
+from pytest_compilecache.judge.outputs import note, outputs
 from pytest_compilecache.layers import LayerInputs
 from pytest_compilecache.model import (CacheRecord, CheckResult, LayerVerdict,
                                        PhaseRecord, RecordLike)
-
-# the names this module had before the layers moved out (callers and tests import them)
-_autotune_layer = autotune_layer
-__all__ = ["Carrier", "TINY_DIFF", "autotune_benchmarks", "counter", "explain_miss", "judge",
-           "judge_loaded", "never_saved_cause", "rebuilt_kernels", "recorded", "tuning_done"]
 
 
 def recorded(nodeid: str, cold: RecordLike, timings: Dict[str, Optional[float]]
