@@ -133,9 +133,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     from pytest_compilecache.history import git as history
-    from pytest_compilecache.history.baseline import record
-    from pytest_compilecache.child.workload import environment_of_python
-    from pytest_compilecache.history.store import DEFAULT_DIR, ManifestStore
 
     cwd = Path.cwd()
     try:
@@ -149,33 +146,64 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         print(f"pytest-compilecache bisect: no commits after {args.good} up to {args.bad}",
               file=sys.stderr)
         return EXIT_USAGE
-    pytest_args = [a for a in args.pytest_args if a != "--"]
-    rel_cwd = cwd.resolve().relative_to(repo.resolve())
-    store = ManifestStore(Path(args.store) if args.store else repo / DEFAULT_DIR)
-    env_id = mf.environment_id(environment_of_python(args.device))
-    options = [f"--compile-cache-device={args.device}"]
-    logdir = Path(tempfile.mkdtemp(prefix="compilecache-bisect-"))
-    recorded: List[str] = []
+    manifests = _BisectManifests(args, repo, cwd)
+    print(f"bisecting {len(commits)} commit(s) after {good['short']} up to {args.bad}")
+    try:
+        return _bisect(good, commits, args.bad, manifests)
+    except (Unrecordable, mf.BadManifest) as e:  # BadManifest: names the file, the repair
+        print(f"pytest-compilecache bisect: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if not any(manifests.logdir.glob("*.log")):  # nothing recorded: no log to point to
+            import shutil
 
-    def manifest_at(commit: Dict[str, Any], targets: Optional[List[str]]) -> Dict[str, Any]:
+            shutil.rmtree(manifests.logdir, ignore_errors=True)
+
+
+class Unrecordable(Exception):
+    """A commit at which the selected checks recorded no keys (crash, collection error)."""
+
+
+class _BisectManifests:
+    """The manifests bisect compares: a commit's from the store, else recorded in a
+    worktree of it (`recorded`: those commits; `logdir`: their logs)."""
+
+    def __init__(self, args: argparse.Namespace, repo: Path, cwd: Path) -> None:
+        from pytest_compilecache.child.workload import environment_of_python
+        from pytest_compilecache.history.store import DEFAULT_DIR, ManifestStore
+
+        self.repo = repo
+        self.pytest_args = [a for a in args.pytest_args if a != "--"]
+        self.rel_cwd = cwd.resolve().relative_to(repo.resolve())
+        self.store = ManifestStore(Path(args.store) if args.store else repo / DEFAULT_DIR)
+        self.env_id = mf.environment_id(environment_of_python(args.device))
+        self.options = [f"--compile-cache-device={args.device}"]
+        self.logdir = Path(tempfile.mkdtemp(prefix="compilecache-bisect-"))
+        self.recorded: List[str] = []
+
+    def at(self, commit: Dict[str, Any], targets: Optional[List[str]]) -> Dict[str, Any]:
         """The commit's manifest holding `targets` (None: exactly what pytest_args select,
         recorded into a store of its own: the shared one also holds earlier sessions'
         checks, which these arguments may not select)."""
+        from pytest_compilecache.history import git as history
+        from pytest_compilecache.history.baseline import record
+        from pytest_compilecache.history.store import ManifestStore
+
         sha = commit["sha"]
-        found = store.read(env_id, sha)
+        found = self.store.read(self.env_id, sha)
         if found is not None and targets is not None and all(t in found["checks"] for t in targets):
             return found
-        into = store if targets is not None else ManifestStore(logdir / "selected")
-        with history.worktree(repo, sha) as tree:
-            log = logdir / f"{commit['short']}.log"
+        into = self.store if targets is not None else ManifestStore(self.logdir / "selected")
+        with history.worktree(self.repo, sha) as tree:
+            log = self.logdir / f"{commit['short']}.log"
             print(f"  recording {commit['short']} \"{commit.get('subject', '')}\" (log: {log})",
                   flush=True)
-            rc = record(tree, pytest_args, into.root, options, log, select=targets,
-                        cwd=tree / rel_cwd)
-        recorded.append(sha)
-        found = into.read(env_id, sha)
-        if into is not store and found is not None:  # kept for later bisects and diffs
-            store.merge(found["commit"], found["environment"], found["checks"])
+            rc = record(tree, self.pytest_args, into.root, self.options, log, select=targets,
+                        cwd=tree / self.rel_cwd)
+        self.recorded.append(sha)
+        found = into.read(self.env_id, sha)
+        if into is not self.store and found is not None:  # kept for later bisects and diffs
+            self.store.merge(found["commit"], found["environment"], found["checks"])
         missing = [t for t in targets or [] if found is None or t not in found["checks"]]
         if found is None or missing:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:]) if log.exists() else ""
@@ -185,26 +213,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                                + f"); its log {log} ends with:\n{tail}")
         return found
 
-    print(f"bisecting {len(commits)} commit(s) after {good['short']} up to {args.bad}")
-    try:
-        return _bisect(good, commits, args.bad, manifest_at, store.root, recorded)
-    except (Unrecordable, mf.BadManifest) as e:  # BadManifest: names the file, the repair
-        print(f"pytest-compilecache bisect: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    finally:
-        if not any(logdir.glob("*.log")):  # nothing recorded: no log to point to
-            import shutil
 
-            shutil.rmtree(logdir, ignore_errors=True)
-
-
-class Unrecordable(Exception):
-    """A commit at which the selected checks recorded no keys (crash, collection error)."""
-
-
-def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str, manifest_at: Any,
-            store_root: Path, recorded: List[str]) -> int:
-    base = manifest_at(good, None)  # GOOD is recorded to learn which checks the args select
+def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str,
+            manifests: _BisectManifests) -> int:
+    base = manifests.at(good, None)  # GOOD is recorded to learn which checks the args select
     targets = sorted(base["checks"])
     if not targets:
         raise Unrecordable(f"the selected checks recorded no keys at {good['short']}")
@@ -212,7 +224,7 @@ def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str, manif
 
     def drifted(i: int) -> bool:
         if i not in cache:
-            cache[i] = mf.differs(base, manifest_at(commits[i], targets), targets)
+            cache[i] = mf.differs(base, manifests.at(commits[i], targets), targets)
             print(f"  {commits[i]['short']}: {'keys differ' if cache[i] else 'same keys'}")
         return cache[i]
 
@@ -229,9 +241,9 @@ def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str, manif
     first = commits[hi]
     print(f"\nfirst commit whose cache keys differ from {good['short']}: {first['sha']} "
           f"\"{first.get('subject', '')}\"")
-    print(f"({len(cache)} of {len(commits)} commits tested, {len(recorded)} recorded, the "
-          f"rest read from {store_root})\n")
-    print_diff(base, manifest_at(first, targets), targets)
+    print(f"({len(cache)} of {len(commits)} commits tested, {len(manifests.recorded)} "
+          f"recorded, the rest read from {manifests.store.root})\n")
+    print_diff(base, manifests.at(first, targets), targets)
     return EXIT_OK
 
 

@@ -325,31 +325,8 @@ def _become_phase(req: Dict[str, Any], state: Preloaded, base_path: List[str],
         parent_death_signal(signal.SIGTERM)
         if os.getppid() != server:
             os._exit(code)
-        # appended to: the launcher cuts a log that grows too long (phaselog.py)
-        fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
-        os.chdir(req["cwd"])
-        env: Dict[str, str] = req["env"]
-        before = dict(os.environ)
-        os.environ.clear()
-        os.environ.update(env)
-        os.environ[LAUNCHER_PID_ENV] = str(server)
-        os.environ[IMPORTS_OUT_ENV] = req["log"] + ".imports"
-        if env.get(PHASE_ENV):
-            name_process(env[PHASE_ENV])
-        changed = {k for k in set(before) | set(env) if before.get(k) != env.get(k)}
-        for keys, (entry, args) in state.entries.values():
-            if changed.intersection(keys):
-                type(entry).__init__(entry, *args)
-        import tempfile
-
-        tempfile.tempdir = None
-        new = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        path = [os.getcwd(), *new, *base_path[1 + len(own_pythonpath):]]
-        veto = shadowed([p for p in path[:1 + len(new)] if p not in base_path], state.tops()) \
-            or state.phase_problem()
+        _take_phase(req, state, server)
+        path, veto = _phase_sys_path(req["env"], state, base_path, own_pythonpath)
         if veto:
             print(f"{VETO}: {veto}", flush=True)
             os._exit(VETO_STATUS)
@@ -372,16 +349,59 @@ def _become_phase(req: Dict[str, Any], state: Preloaded, base_path: List[str],
         traceback.print_exc()
         code = 1
     finally:
-        try:
-            import atexit
+        _exit_after_atexit(code)
 
-            sys.stdout.flush()
-            sys.stderr.flush()
-            atexit._run_exitfuncs()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+
+def _take_phase(req: Dict[str, Any], state: Preloaded, server: int) -> None:
+    """The phase's log, cwd and environment in place of this interpreter's, and what
+    the imports read from the old environment read again from the new."""
+    # appended to: the launcher cuts a log that grows too long (phaselog.py)
+    fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.chdir(req["cwd"])
+    env: Dict[str, str] = req["env"]
+    before = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    os.environ[LAUNCHER_PID_ENV] = str(server)
+    os.environ[IMPORTS_OUT_ENV] = req["log"] + ".imports"
+    if env.get(PHASE_ENV):
+        name_process(env[PHASE_ENV])
+    changed = {k for k in set(before) | set(env) if before.get(k) != env.get(k)}
+    for keys, (entry, args) in state.entries.values():
+        if changed.intersection(keys):
+            type(entry).__init__(entry, *args)
+    import tempfile
+
+    tempfile.tempdir = None
+
+
+def _phase_sys_path(env: Dict[str, str], state: Preloaded, base_path: List[str],
+                    own_pythonpath: List[str]) -> Tuple[List[str], Optional[str]]:
+    """sys.path as a fresh interpreter would have it in the phase's cwd, and why the
+    phase cannot run on this interpreter's imports after all (None: it can)."""
+    new = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path = [os.getcwd(), *new, *base_path[1 + len(own_pythonpath):]]
+    veto = shadowed([p for p in path[:1 + len(new)] if p not in base_path], state.tops()) \
+        or state.phase_problem()
+    return path, veto
+
+
+def _exit_after_atexit(code: int) -> None:
+    """The phase's atexit handlers, then exit with `code`, skipping the interpreter's
+    teardown (the preloaded torch's takes seconds)."""
+    try:
+        import atexit
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 if __name__ == "__main__":
