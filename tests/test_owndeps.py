@@ -12,6 +12,7 @@ import pytest
 
 from conftest import commit, git, run_repo
 from pytest_compilecache import owndeps
+from pytest_compilecache.launch.envspy import EnvSpy
 
 
 def test_the_plugins_own_dependencies_come_from_its_distributions_metadata() -> None:
@@ -42,6 +43,27 @@ def test_only_what_the_plugins_own_import_brought_in_is_left_out(
     assert owndeps._brought >= {"ownlib", "ownlib_helper"} and "theirlib" not in owndeps._brought
     assert owndeps.the_tests(["ownlib", "ownlib_helper.x", "theirlib", "fsspec",
                               "pytest_compilecache.plugin"]) == ["theirlib", "fsspec"]
+
+
+def test_the_plugins_own_reads_at_import_are_not_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads and copies made by an ignored module's code (the plugin's own, in the
+    preloaded interpreter's base imports) are not recorded; another module's are, with
+    its name."""
+    (tmp_path / "ownreader.py").write_text(
+        "import os\nos.environ.get('OWN_VAR')\nENV = dict(os.environ)\n")
+    (tmp_path / "theirreader.py").write_text(
+        "import os\nos.environ.get('THEIR_VAR')\nENV = os.environ.copy()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spy = EnvSpy(dict(os.environ), frozenset({"ownreader"}))
+    monkeypatch.setattr(os, "environ", spy)
+    for name in ("ownreader", "theirreader"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        __import__(name)
+    monkeypatch.undo()
+    assert set(spy.reads) == {"THEIR_VAR"}, spy.reads
+    assert spy.copies == [{"where": f"{tmp_path.name}/theirreader.py:3",
+                           "module": "theirreader"}], spy.copies
 
 
 CONFTEST = '''
