@@ -122,13 +122,17 @@ def test_what_a_fork_can_and_cannot_take_from_the_preloaded_interpreter() -> Non
     assert "read when libraries load" in differs_at_import(
         server, {**server, "OMP_NUM_THREADS": "3"}, reads)
     # an import copied the whole environment (fsspec's config): what the plugin and
-    # pytest set per phase may differ, a user's variable may not
-    copied = ["fsspec/config.py:33"]
+    # pytest set per phase may differ, a user's variable may not; the note says whose
+    copied = [{"where": "fsspec/config.py:33", "module": "fsspec"}]
     assert differs_at_import(server, {**server, "PYTEST_CURRENT_TEST": "t (call)",
                                       "TORCHINDUCTOR_CACHE_DIR": "/check/x"}, {}, {}, copied) is None
     assert differs_at_import(server, {**server, "NOT_READ": "1"}, {}, {}, copied) == \
-        ("NOT_READ differs from the preloaded interpreter's, and an import copied the whole "
-         "environment (fsspec/config.py:33)")
+        ("NOT_READ differs from the preloaded interpreter's, and importing fsspec (one of the "
+         "tests' libraries) copied the whole environment (fsspec/config.py:33)")
+    # the plugin's own dependency is preloaded only where the tests import it too
+    assert "importing git (pytest-compilecache's own dependency, which the tests import too)" \
+        in differs_at_import(server, {**server, "NOT_READ": "1"}, {}, {},
+                             [{"where": "git/cmd.py:1520", "module": "git"}])
 
 
 def test_an_extra_library_that_starts_a_thread_is_not_preloaded(tmp_path: Path) -> None:
@@ -264,7 +268,8 @@ def test_a_whole_copy_of_the_environment_is_recorded_once_with_where() -> None:
 
     spy = _EnvSpy({"A": "1", "B": "2"})
     assert dict(spy) == {"A": "1", "B": "2"} and spy.copy() == {"A": "1", "B": "2"}
-    assert len(spy.copies) == 1 and spy.copies[0].startswith("tests/test_launcher.py:")
+    assert len(spy.copies) == 1 and spy.copies[0]["where"].startswith("tests/test_launcher.py:")
+    assert spy.copies[0]["module"] == "test_launcher"
     assert spy.reads == {}
     spy.get("A")
     assert spy.reads == {"A": False}

@@ -1,8 +1,8 @@
 """Git: which commit a run belongs to, revisions to compare with, temporary worktrees.
 
-gitpython (a dependency) is imported lazily, off pytest start-up. Without it, or
-outside a repository, the commit is recorded as "unknown" and the run carries on.
-No pytest, no torch.
+gitpython (a dependency) is imported lazily, off pytest start-up, as the plugin's own
+(owndeps.import_own: never preloaded as the tests' library). Without it, or outside a
+repository, the commit is recorded as "unknown" and the run carries on. No pytest, no torch.
 """
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
+
+from pytest_compilecache.owndeps import import_own
 
 UNKNOWN: Dict[str, Any] = {"sha": "unknown", "short": "unknown", "dirty": None}
 
@@ -21,7 +23,7 @@ class GitError(RuntimeError):
 
 def _repo(path: Path) -> Any:
     try:
-        import git  # type: ignore[import-not-found]
+        git = import_own("git")
     except ImportError as e:
         raise GitError("gitpython is not installed: pip install gitpython") from e
     try:

@@ -1,7 +1,9 @@
 """os.environ while the preloaded interpreter imports (forkserver.py): which variables
 torch and the libraries read at import, which of those reads a phase can make again
 (a torch config entry being installed, replayed in the phase; a capture the phase
-redoes), and where any other read or a copy of the whole environment was made.
+redoes), and where any other read or a copy of the whole environment was made, and by
+which module. Reads made by the code of modules in `ignored` (the plugin's own, while the
+forkserver imports what every phase imports: owndeps.py) are not recorded.
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import collections.abc
 import os
 import sys
 from types import FrameType
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 # an entry whose env defaults torch read at import: (entry, __init__ args) to replay
 Replay = Tuple[Any, Tuple[Any, ...]]
@@ -19,14 +21,16 @@ class EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
     """os.environ while the preload imports: records every variable read, and which
     reads came from a torch config entry being installed (those can be read again)."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any, ignored: FrozenSet[str] = frozenset()) -> None:
         self.env = env
+        self.ignored = ignored  # top-level modules whose own reads are not recorded
         self.reads: Dict[str, bool] = {}  # name -> every read can be read again in a phase
         self.readers: Dict[str, str] = {}  # name -> where a read that cannot was made
         self.entries: List[Tuple[List[str], Replay]] = []
         self.redo: List[str] = []  # captures a phase redoes (_REDO)
         self.quiet = 0  # reads made by our own stand-ins (_CudaAsked) are not torch's
-        self.copies: List[str] = []  # where the whole environment was copied (dict(os.environ))
+        # where the whole environment was copied (dict(os.environ)): {"where", "module"}
+        self.copies: List[Dict[str, str]] = []
         self._copying: set = set()  # keys a copy still reads, one by one
 
     def _saw(self, key: str) -> None:
@@ -35,7 +39,9 @@ class EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
         if key in self._copying:  # part of a whole copy, recorded as one
             self._copying.discard(key)
             return
-        replay, again_here, where = _reader(key)
+        replay, again_here, where, module = _reader(key)
+        if module in self.ignored:
+            return
         if replay is not None:
             self.entries.append(([key], replay))
         if where in REDO_BY_NAME and where not in self.redo:
@@ -85,9 +91,10 @@ class EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
     def _copied(self) -> None:
         if self.quiet:
             return
-        where = _reader("")[2]
-        if where not in self.copies:
-            self.copies.append(where)
+        _, _, where, module = _reader("")
+        copy = {"where": where, "module": module}
+        if module not in self.ignored and copy not in self.copies:
+            self.copies.append(copy)
 
     # listing the environment is not reading a variable: tqdm scans it for TQDM_*
     def items(self) -> Any:
@@ -97,6 +104,7 @@ class EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
         return self.env.values()
 
 
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 _PLUMBING = ("os.py", "tempfile.py", "forkserver.py", "envspy.py", "_collections_abc.py")
 
 
@@ -118,13 +126,14 @@ _REDO = {("TORCHINDUCTOR_CACHE_DIR", "_dynamo/package.py", "<module>"): _redo_dy
 REDO_BY_NAME = {fn.__name__: fn for fn in _REDO.values()}
 
 
-def _reader(key: str) -> Tuple[Optional[Replay], bool, str]:
+def _reader(key: str) -> Tuple[Optional[Replay], bool, str, str]:
     """Who reads the environment: a torch config entry being installed (with its
     __init__'s arguments, to replay; torch.utils._config_module, 2.5-2.15),
     tempfile.gettempdir (its cache is cleared in each phase) or a capture in `_REDO`
-    (its name comes back as where), and where the read was made."""
+    (its name comes back as where); where the read was made, and the top-level module
+    whose code made it (the innermost frame outside the standard library)."""
     f: Optional[FrameType] = sys._getframe(3)
-    where = ""
+    where = module = ""
     for _ in range(40):
         if f is None:
             break
@@ -132,18 +141,21 @@ def _reader(key: str) -> Tuple[Optional[Replay], bool, str]:
         for (var, suffix, func), redo in _REDO.items():
             if key == var and code.co_name == func and code.co_filename.replace(
                     os.sep, "/").endswith(suffix):
-                return None, True, redo.__name__
+                return None, True, redo.__name__, module
         if code.co_name == "__init__" and code.co_filename.endswith("_config_module.py"):
             names = code.co_varnames[:code.co_argcount]
             try:
                 args = tuple(f.f_locals[n] for n in names)
             except KeyError:
-                return None, False, where
-            return (args[0], args[1:]), False, where
+                return None, False, where, module
+            return (args[0], args[1:]), False, where, module
         if code.co_name == "_candidate_tempdir_list" and code.co_filename.endswith("tempfile.py"):
-            return None, True, where
-        if not where and not code.co_filename.endswith(_PLUMBING) \
-                and not code.co_filename.startswith("<frozen"):
-            where = f"{'/'.join(code.co_filename.split(os.sep)[-2:])}:{f.f_lineno}"
+            return None, True, where, module
+        if not code.co_filename.endswith(_PLUMBING) and not code.co_filename.startswith("<frozen"):
+            if not where:
+                where = f"{'/'.join(code.co_filename.split(os.sep)[-2:])}:{f.f_lineno}"
+            top = str(f.f_globals.get("__name__") or "").split(".")[0]
+            if not module and top not in _STDLIB:
+                module = top
         f = f.f_back
-    return None, False, where
+    return None, False, where, module

@@ -40,7 +40,7 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.isolation import IMPORTS_OUT_ENV
 from pytest_compilecache.launch.descendants import end_below, subreaper
@@ -48,6 +48,7 @@ from pytest_compilecache.launch.envspy import REDO_BY_NAME, EnvSpy, Replay
 from pytest_compilecache.launch.libraries import shadowed
 from pytest_compilecache.lifetime import (LAUNCHER_PID_ENV, PHASE_ENV, name_process,
                                          parent_death_signal)
+from pytest_compilecache.owndeps import plugin_only_modules
 
 # a phase that a fork cannot start as a fresh interpreter would exits with this status
 # and says why on a line of its log; the launcher then starts it fresh
@@ -63,12 +64,14 @@ class Preloaded:
         self.extras: List[str] = []
         self.failed: List[str] = []
         self.redo: List[str] = []  # import-time captures each phase redoes (_REDO)
-        self.copies: List[str] = []  # where an import copied the whole environment
+        self.copies: List[Dict[str, str]] = []  # where an import copied the whole environment
         self.stack: List[str] = []  # the compile stack's modules, once imported
         self.cuda = _CudaAsked()
 
     def base(self) -> None:
-        """What every phase imports."""
+        """What every phase imports. What the plugin's own code and its own dependencies
+        read here is not the tests' (owndeps.py): a phase reads its own environment when
+        it runs (its spec, its cache dirs), never what this import saw."""
         def imports() -> None:
             import pytest  # noqa: F401
 
@@ -80,7 +83,7 @@ class Preloaded:
 
             paths.builtin()  # imports every path's module
 
-        self._watching(imports)
+        self._watching(imports, plugin_only_modules())
 
     def compile_stack(self) -> None:
         """Dynamo and inductor: each phase would import them first thing (1-3 s)."""
@@ -107,8 +110,8 @@ class Preloaded:
 
         self._watching(imports)
 
-    def _watching(self, imports: Any) -> None:
-        spy = EnvSpy(os.environ)
+    def _watching(self, imports: Any, ignored: FrozenSet[str] = frozenset()) -> None:
+        spy = EnvSpy(os.environ, ignored)
         real = os.environ
         os.environ = spy  # type: ignore[assignment]
         try:

@@ -1,18 +1,20 @@
 """Which imported modules are installed libraries (site-packages), not the user's tree:
 what a preloaded interpreter may import before it forks a phase, and what would shadow
-it. Read by the forkserver, the controller and the phase child alike, so it imports
-nothing of theirs.
+it. Never the plugin's own (owndeps.py). Read by the forkserver, the controller and the
+phase child alike, so it imports nothing of theirs.
 """
 from __future__ import annotations
 
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
+from pytest_compilecache.owndeps import the_tests
+
 
 def installed_libraries(modules: Mapping[str, Any]) -> List[str]:
     """Top-level packages among `modules` that were imported from an installed
-    location (site-packages, dist-packages), not from the user's tree."""
-    return _installed(modules, {m.split(".")[0] for m in modules})
+    location (site-packages, dist-packages), not from the user's tree, nor the plugin's own."""
+    return _installed(modules, set(the_tests({m.split(".")[0] for m in modules})))
 
 
 # imported lazily while compiling, or ours: never learned from a phase (a compile-time
@@ -24,7 +26,7 @@ def installed_modules(modules: Mapping[str, Any], before: Any) -> List[str]:
     """Modules in `modules` but not in `before`, each from an installed library: what a
     phase imported lazily (transformers' model classes, for one), for the preloaded
     interpreters to import before the next fork."""
-    return _installed(modules, {m for m in set(modules) - set(before)
+    return _installed(modules, {m for m in the_tests(set(modules) - set(before))
                                 if m.split(".")[0] not in _NOT_LEARNED})
 
 

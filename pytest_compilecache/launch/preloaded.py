@@ -23,6 +23,7 @@ from pytest_compilecache.launch.descendants import kill_below
 from pytest_compilecache.launch.forkserver import VETO, VETO_STATUS
 from pytest_compilecache.launch.launcher import (LaunchResult, SubprocessLauncher, marked)
 from pytest_compilecache.lifetime import PHASE_ENV, child_preexec
+from pytest_compilecache.owndeps import plugin_only_modules
 from pytest_compilecache.launch.phaselog import (CappedLog, open_log, read_end,
                                                  read_start)
 
@@ -280,12 +281,13 @@ class PreloadedLauncher:
 
 def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
                       reads: Mapping[str, bool], readers: Mapping[str, str] = {},
-                      copies: Sequence[str] = ()) -> Optional[str]:
+                      copies: Sequence[Mapping[str, str]] = ()) -> Optional[str]:
     """Why a phase with `phase` as its environment cannot be forked from an interpreter
     that imported torch with `server`'s: a variable it read at import (and cannot read
     again: `reads[name]` is False) or that C libraries read at load differs; where an
-    import copied the whole environment (`copies`), any variable but those this plugin
-    and pytest set per phase (no library asks a copy for them)."""
+    import copied the whole environment (`copies`: where, and the module that did), any
+    variable but those this plugin and pytest set per phase (no library asks a copy for
+    them)."""
     for k in sorted(set(server) | set(phase)):
         if server.get(k) == phase.get(k) or k == "PYTHONPATH":
             continue
@@ -295,9 +297,20 @@ def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
         if k.startswith(_READ_AT_LOAD):
             return f"{k} differs from the preloaded interpreter's (read when libraries load)"
         if copies and k not in _PER_PHASE and k not in JOB_ID_ENV:
-            return (f"{k} differs from the preloaded interpreter's, and an import copied the "
-                    f"whole environment ({copies[0]})")
+            return (f"{k} differs from the preloaded interpreter's, and {_copier(copies[0])} "
+                    f"copied the whole environment ({copies[0].get('where')})")
     return None
+
+
+def _copier(copy: Mapping[str, str]) -> str:
+    """Whose import copied the environment: only the tests' are preloaded, and one of
+    the plugin's own dependencies only where the tests import it too (owndeps.py)."""
+    module = copy.get("module")
+    if not module:
+        return "an import"
+    if module in plugin_only_modules():
+        return f"importing {module} (pytest-compilecache's own dependency, which the tests import too)"
+    return f"importing {module} (one of the tests' libraries)"
 
 
 def _kill_pgid(pgid: int) -> None:
