@@ -88,6 +88,9 @@ def _layers(check):
 def test_inference_hits_every_applicable_layer(run: RepoRun) -> None:
     c = run.check("test_inference")
     assert c["verdict"] == "pass", run.out[-3000:]
+    # a plain log (not -v, not a terminal) shows no phase lines and nothing live
+    assert "[cold phase" not in run.out and "\b" not in run.out
+    assert "    cold phase: " not in run.out
     # no job id in this session's environment: PGO persists nothing, and costs nothing here
     assert _layers(c) == {"dynamo_pgo": "off", "aot_autograd": "hit", "fx_graph": "hit",
                           "kernels": "hit", "autotune": "n/a"}

@@ -1,7 +1,8 @@
-"""Real checks whose warm run misses: key drift with the component named, a bypass
-with torch's reason, and a corrupted entry caught by the output comparison. Also the
-near misses: warm outputs that differ from cold within rounding noise pass, and a
-failure of the plugin's own output handling is an error that names its step."""
+"""Real checks whose warm run misses: a bypass with torch's reason, a corrupted entry
+caught by the output comparison, a cache damaged between the phases. Also a failure of
+the plugin's own output handling is an error that names its step, and a phase out of
+memory says so. Key drift, noise within tolerance and another graph are judged on their
+real records (tests/test_judges.py)."""
 from __future__ import annotations
 
 import pytest
@@ -156,42 +157,18 @@ def test_constant(case):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
     files = {}
-    for sub, conftest, model, name in (("drift", DRIFT_CONFTEST, "MLP", "test_drift"),
-                                       ("bypass", BYPASS_CONFTEST, "MLP", "test_bypass"),
+    # key drift (DRIFT_CONFTEST), noise within tolerance (NOISE_CONFTEST) and another
+    # graph (CONSTANT_CASE) are judged on their real records (tests/test_judges.py;
+    # tests/data/records/record.py records them from these sources): not run here
+    for sub, conftest, model, name in (("bypass", BYPASS_CONFTEST, "MLP", "test_bypass"),
                                        ("corrupt", CORRUPT_CONFTEST, "Scaled", "test_corrupt"),
                                        ("damaged", DAMAGED_OUTPUTS_CONFTEST, "MLP", "test_damaged"),
-                                       ("noise", NOISE_CONFTEST, "MLP", "test_noise"),
                                        ("zero_so", ZERO_SO_CONFTEST, "MLP", "test_zero_so")):
         files[f"{sub}/conftest.py"] = conftest
         files[f"{sub}/{name}.py"] = CASE.format(model=model, name=name)
-    files["constant/test_constant.py"] = CONSTANT_CASE
     files["low_memory/conftest.py"] = LOW_MEMORY_CONFTEST
     files["low_memory/test_hungry.py"] = HUNGRY_CASE
     return run_repo(tmp_path_factory.mktemp("repo_miss"), files)
-
-
-def test_key_drift_names_the_component(run: RepoRun) -> None:
-    c = run.check("test_drift")
-    assert c["verdict"] == "fail", run.out[-3000:]
-    for layer in ("aot_autograd", "fx_graph"):
-        lv = c["layers"][layer]
-        assert lv["state"] == "miss"
-        assert "key drifted" in lv["reasons"][0]
-        assert "inductor_config[epilogue_fusion]: False -> True" in lv["reasons"][0]
-    warm = [g for g in c["graphs"] if g["phase"] == "warm" and g["layer"] == "fx_graph"]
-    assert [d["component"] for d in warm[0]["drift"]] == ["inductor_config[epilogue_fusion]"]
-
-
-def test_a_warm_run_that_compiled_another_graph_is_not_called_stale(run: RepoRun) -> None:
-    c = run.check("test_constant")
-    assert c["verdict"] == "fail", run.out[-3000:]
-    assert c["layers"]["fx_graph"]["state"] == "miss"
-    assert "gm" in c["layers"]["fx_graph"]["reasons"][0], c["layers"]["fx_graph"]
-    (outputs,) = [p for p in c["problems"] if p.startswith("outputs: warm differs from cold")]
-    assert "the warm process compiled another graph" in outputs, outputs
-    assert "stale" not in outputs
-    # there were cache events (misses, with their reason): not "none at all"
-    assert not any(p.startswith("no cache events at all") for p in c["problems"]), c["problems"]
 
 
 def test_bypass_reports_torchs_reason(run: RepoRun) -> None:
@@ -224,16 +201,6 @@ def test_corrupt_entry_is_caught_by_outputs(run: RepoRun) -> None:
     assert "beyond the noise" in cmp["mismatches"][0]["message"]
 
 
-def test_noise_level_difference_passes_with_a_note(run: RepoRun) -> None:
-    c = run.check("test_noise")
-    assert c["verdict"] == "pass", run.out[-3000:]
-    cmp = c["outputs"]["warm_vs_cold"]
-    assert cmp["ok"] is True and cmp["mismatches"] == []
-    (v,) = cmp["within_noise"]
-    assert v["name"] == "output" and 0 < v["diff_rmse"] <= v["limit"]
-    assert any("within arithmetic noise of a float64 run" in n for n in c["notes"])
-
-
 def test_an_error_in_the_plugins_output_handling_names_the_step(run: RepoRun) -> None:
     c = run.check("test_damaged")
     assert c["verdict"] == "error", run.out[-3000:]
@@ -257,5 +224,5 @@ def test_a_phase_out_of_memory_says_so_with_its_peak(run: RepoRun) -> None:
     assert c["verdict"] == "error", run.out[-3000:]
     assert c["error"].startswith("cold phase ran out of memory (can't allocate memory; "
                                  "peak resident memory "), c["error"][:300]
-    t = run.check("test_noise")["timings"]  # every phase's peak is in the report
+    t = run.check("test_bypass")["timings"]  # every phase's peak is in the report
     assert t["cold_peak_rss_mb"] > 100 and t["warm_peak_rss_mb"] > 100

@@ -145,10 +145,16 @@ def deploy(path: Path, base: str) -> Dict[str, Any]:
     return {"ret": proc.returncode, "out": out, "checks": checks}
 
 
-def test_a_stale_custom_op_backward_fails_naming_the_gradient_and_eager(repo):
+@pytest.fixture(scope="module")
+def stale(repo) -> Dict[str, Any]:
+    """v2 deployed over v1's cache: the stale backward, one session for both forms."""
     path, shas = repo["path"], repo["shas"]
     git(path, "checkout", "-q", shas[1])
-    s = deploy(path, shas[0])
+    return deploy(path, shas[0])
+
+
+def test_a_stale_custom_op_backward_fails_naming_the_gradient_and_eager(stale):
+    s = stale
     assert s["ret"] == 1, s["out"][-3000:]
     for name, grad in (("test_case", "grad.l1.weight"), ("test_body", "record:grad_l1")):
         c = s["checks"][name]
@@ -167,10 +173,8 @@ def test_a_stale_custom_op_backward_fails_naming_the_gradient_and_eager(repo):
                    "as far from a float64 run as eager" in p for p in c["problems"]), c["problems"]
 
 
-def test_a_stale_backward_behind_dropout_fails_against_a_fresh_head_compile(repo):
-    path, shas = repo["path"], repo["shas"]
-    git(path, "checkout", "-q", shas[1])
-    s = deploy(path, shas[0])
+def test_a_stale_backward_behind_dropout_fails_against_a_fresh_head_compile(stale):
+    s = stale
     c = s["checks"]["test_dropout_case"]
     assert c["verdict"] == "fail", s["out"][-3000:]
     for layer in ("aot_autograd", "fx_graph"):

@@ -168,16 +168,6 @@ def test_graph_change_drifts_with_a_graph_code_diff(repo):
     assert f"{shas[4]}-dirty" in manifests(path)
 
 
-def test_deploy_scenario_passes_on_a_comment_in_the_model_file(repo):
-    path, shas = repo["path"], repo["shas"]
-    git(path, "checkout", "-q", shas[1])
-    s = check_session(path, f"--compile-cache-baseline={shas[0]}", "--compile-cache-baseline-warm")
-    assert s["ret"] == 0, s["out"][-3000:]
-    layers = s["check"]["layers"]
-    for layer in ("aot_autograd", "fx_graph", "kernels"):
-        assert layers[layer]["state"] == "hit", (layer, s["out"][-3000:])
-
-
 def test_deploy_scenario_fails_and_names_the_drifted_component(repo):
     path, shas = repo["path"], repo["shas"]
     git(path, "checkout", "-q", shas[2])

@@ -80,7 +80,10 @@ def test_only_the_warm_process_recompiles(compile_cache):
 
 @pytest.fixture(scope="module")
 def stacks(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
-    return run_repo(tmp_path_factory.mktemp("repo_regional"), {"test_regional.py": TESTS})
+    # the recompile limit, a warm run that recompiles more and a reset are judged on
+    # their real records (tests/test_judges.py; record.py records them from TESTS)
+    return run_repo(tmp_path_factory.mktemp("repo_regional"), {"test_regional.py": TESTS},
+                    "-k", "test_identical_blocks or test_blocks_differ_in_a_float")
 
 
 def _check(run: RepoRun, name: str) -> Dict[str, Any]:
@@ -113,35 +116,6 @@ def test_a_float_recompiles_once_and_is_named(stacks: RepoRun) -> None:
         stacks.out[-3000:]  # the summary's recompile section
 
 
-def test_a_stack_that_reaches_the_recompile_limit_fails_naming_it(stacks: RepoRun) -> None:
-    c = _check(stacks, "test_blocks_differ_in_a_string")
-    assert c["verdict"] == "fail", stacks.out[-3000:]
-    cold = c["dynamo"]["cold"]
-    assert (cold["frames_compiled"], cold["recompiles"]) == (8, 7), cold
-    [limit] = [p for p in c["problems"] if p.startswith("recompiles:")]
-    assert "'forward' (" in limit, limit
-    assert "reached recompile_limit (8) in the cold and the warm run" in limit, limit
-    assert "the guard that failed last: self.tag == 'block7' (test_regional.py:18" in limit
-    assert "ran the rest of its calls eagerly" in limit
-    # every cache layer hit: the limit, not PGO or a cache, is the cause
-    assert c["layers"]["fx_graph"]["state"] == "hit"
-    assert c["layers"]["dynamo_pgo"]["state"] in ("off", "hit", "n/a"), c["layers"]["dynamo_pgo"]
-    assert not [p for p in c["problems"] if not p.startswith("recompiles:")], c["problems"]
-    # blocks 1-7 add 2.0, block 0 adds 1.0: seven compiles of one graph
-    assert [len(ids) for ids in cold["identical_graphs"]] == [7], cold["identical_graphs"]
-
-
-def test_a_warm_run_that_recompiles_more_than_the_cold_fails(stacks: RepoRun) -> None:
-    c = _check(stacks, "test_only_the_warm_process_recompiles")
-    assert c["verdict"] == "fail", stacks.out[-3000:]
-    assert (c["dynamo"]["cold"]["recompiles"], c["dynamo"]["warm"]["recompiles"]) == (0, 2)
-    assert c["problems"] == [
-        "recompiles: the warm run recompiled 2 time(s), the cold one 0: forward "
-        "(test_regional.py:14) compiled 3 times warm, 1 cold, on self.tag == 'block0' "
-        "(test_regional.py:22 in forward)"], c["problems"]
-    assert c["layers"]["fx_graph"]["state"] == "hit"  # the same graph: the cache is not it
-
-
 def test_the_job_summary_lists_the_recompiles(stacks: RepoRun) -> None:
     from pytest_compilecache.render import markdown
 
@@ -149,18 +123,6 @@ def test_the_job_summary_lists_the_recompiles(stacks: RepoRun) -> None:
     assert "### Recompiles (Dynamo traced a code object more than once" in text
     assert ("- `test_regional.py::test_blocks_differ_in_a_float`: cold and warm: forward "
             "(test_regional.py:14) compiled 2 times") in text, text
-
-
-def test_a_compile_after_dynamo_reset_is_not_called_a_guard_failure(stacks: RepoRun) -> None:
-    c = _check(stacks, "test_reset_between_calls")
-    assert c["verdict"] == "pass", stacks.out[-3000:]
-    assert c["dynamo"]["cold"]["resets"] == 1
-    said = [n for n in c["notes"] if n.startswith("recompiles:")]
-    assert not any("recompile(s)" in n for n in said), said
-    # torch numbers the compile after a reset as the same frame again (0/0 twice)
-    assert c["dynamo"]["cold"]["recompiles"] == 1, c["dynamo"]["cold"]
-    assert any("called torch._dynamo.reset() 1 time(s), which drops compiled code; not a "
-               "guard failure" in n for n in said), said
 
 
 def test_a_torch_wrapper_frame_is_named_by_the_users_function_it_calls() -> None:
