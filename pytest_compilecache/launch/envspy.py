@@ -28,7 +28,7 @@ class EnvSpy(collections.abc.MutableMapping):  # type: ignore[type-arg]
         self.readers: Dict[str, str] = {}  # name -> where a read that cannot was made
         self.entries: List[Tuple[List[str], Replay]] = []
         self.redo: List[str] = []  # captures a phase redoes (_REDO)
-        self.quiet = 0  # reads made by our own stand-ins (_CudaAsked) are not torch's
+        self.quiet = 0  # reads made by our own stand-ins (cudaprobe.CudaAsked) are not torch's
         # where the whole environment was copied (dict(os.environ)): {"where", "module"}
         self.copies: List[Dict[str, str]] = []
         self._copying: set = set()  # keys a copy still reads, one by one

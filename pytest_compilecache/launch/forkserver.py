@@ -9,7 +9,7 @@ a fresh interpreter instead, see `preloaded.PreloadedLauncher`):
   are imported (the compile stack: 1-3 s a phase otherwise) but nothing is compiled. What
   their import captures from a phase's own variables is redone in the child (`_REDO`:
   the precompile cache's directory); torch 2.11's inductor asks at import whether CUDA is
-  available, which poisons forks: it is answered through NVML (`_CudaAsked`) and each
+  available, which poisons forks: it is answered through NVML (`cudaprobe.CudaAsked`) and each
   phase checks the answer under its own environment. `--bare` leaves the stack out.
 - The environment: the child's `os.environ` (and C's) is replaced before pytest starts.
   What torch read at import is recorded here (`reads`): torch's config entries are read
@@ -43,6 +43,7 @@ import traceback
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.isolation import IMPORTS_OUT_ENV
+from pytest_compilecache.launch.cudaprobe import CudaAsked, nvml_cuda_available
 from pytest_compilecache.launch.descendants import end_below, subreaper
 from pytest_compilecache.launch.envspy import REDO_BY_NAME, EnvSpy, Replay
 from pytest_compilecache.launch.libraries import shadowed
@@ -66,7 +67,7 @@ class Preloaded:
         self.redo: List[str] = []  # import-time captures each phase redoes (_REDO)
         self.copies: List[Dict[str, str]] = []  # where an import copied the whole environment
         self.stack: List[str] = []  # the compile stack's modules, once imported
-        self.cuda = _CudaAsked()
+        self.cuda = CudaAsked()
 
     def base(self) -> None:
         """What every phase imports. What the plugin's own code and its own dependencies
@@ -146,7 +147,7 @@ class Preloaded:
             if not REDO_BY_NAME[name]():
                 return f"cannot redo what torch's import captured ({name})"
         if self.cuda.answer is not None:
-            now = _nvml_cuda_available()
+            now = nvml_cuda_available()
             if now != self.cuda.answer:
                 return (f"torch asked at import whether CUDA is available ({self.cuda.answer}); "
                         f"in this phase's environment the answer is {now}")
@@ -155,65 +156,6 @@ class Preloaded:
 
 # imported in the preloaded interpreter after torch (`Preloaded.compile_stack`)
 COMPILE_STACK = ("torch._dynamo", "torch._inductor.compile_fx")
-
-
-class _CudaAsked:
-    """While the compile stack imports: `torch.cuda.is_available()` (asked at import by
-    torch 2.11's inductor, runtime/benchmarking.py) answered through NVML, which does not
-    poison forks as the CUDA runtime's device count does, and the answer kept for each
-    phase to check under its own CUDA_VISIBLE_DEVICES. Without NVML, the real check runs
-    (and the fork probe says if it touched CUDA)."""
-
-    def __init__(self) -> None:
-        self.answer: Optional[bool] = None
-        self._real: Any = None
-
-    def __enter__(self) -> None:
-        import torch
-
-        self._real = real = torch.cuda.is_available
-        asked = self
-
-        def is_available() -> bool:
-            if asked._real is None:  # kept by reference somewhere: the real check now
-                return bool(real())
-            got = _nvml_cuda_available()
-            if got is None:
-                return bool(real())
-            asked.answer = got
-            return got
-
-        torch.cuda.is_available = is_available
-
-    def __exit__(self, *exc: Any) -> None:
-        import torch
-
-        torch.cuda.is_available = self._real
-        self._real = None
-
-
-def _nvml_cuda_available() -> Optional[bool]:
-    """Is a CUDA device visible (CUDA_VISIBLE_DEVICES applied), asked of NVML; None where
-    NVML cannot tell. Never initialises CUDA."""
-    import torch
-
-    if not torch.cuda._is_compiled():
-        return False
-    count = getattr(torch.cuda, "_device_count_nvml", None)
-    if count is None:
-        return None
-    env: Any = os.environ
-    spy: Optional[EnvSpy] = env if isinstance(env, EnvSpy) else None
-    if spy is not None:
-        spy.quiet += 1
-    try:
-        n = int(count())
-    except Exception:
-        return None
-    finally:
-        if spy is not None:
-            spy.quiet -= 1
-    return None if n < 0 else n > 0
 
 
 def _import_pytest_plugins() -> None:
