@@ -58,8 +58,11 @@ def pytest_unconfigure(config):
     if hasattr(config, "workerinput") or os.environ.get("PYTEST_COMPILECACHE_CHILD") \
             or not os.environ.get("MEMORY_OUT"):
         return
+    with open("/proc/self/status") as f:  # the RSS now, beside the peak
+        now = [int(line.split()[1]) for line in f if line.startswith("VmRSS:")]
     with open(os.environ["MEMORY_OUT"], "w") as f:
-        json.dump({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, f)
+        json.dump({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                   "rss_kb": now[0] if now else None}, f)
 '''
 
 
@@ -89,10 +92,10 @@ def run_session(path: Path, pytest_args: Sequence[str]) -> Dict[str, Any]:
     if not report.exists() or not rss.exists():
         sys.exit(f"the session at {path} wrote no report or no RSS (exit {proc.returncode}):\n"
                  + (proc.stdout + proc.stderr)[-3000:])
-    data = json.loads(report.read_text())
+    data, mem = json.loads(report.read_text()), json.loads(rss.read_text())
     return {"wall_s": wall, "report_bytes": report.stat().st_size,
             "checks": len(data["checks"]), "summary": data["summary"],
-            "maxrss_mb": json.loads(rss.read_text())["maxrss_kb"] / 1024,
+            "maxrss_mb": mem["maxrss_kb"] / 1024, "rss_mb": (mem.get("rss_kb") or 0) / 1024,
             "graph_bytes": sum(len(json.dumps(c.get("graphs"))) for c in data["checks"])}
 
 
@@ -105,14 +108,15 @@ def main(argv: Sequence[str]) -> int:
     where = Path(args.keep or tempfile.mkdtemp(prefix="compilecache-memory-"))
     rows: List[Dict[str, Any]] = []
     print(f"{'checks':>6} {'verdicts':<22} {'wall s':>7} {'report KB':>10} {'KB/check':>9} "
-          f"{'graphs KB':>10} {'peak RSS MB':>12}")
+          f"{'graphs KB':>10} {'peak RSS MB':>12} {'end RSS MB':>11}")
     for n in sorted(args.sizes):
         r = run_session(write_linear_repo(where / f"n{n}", n), extra)
         rows.append({"n": n, **r})
         verdicts = ", ".join(f"{v} {k}" for v, k in r["summary"].items() if k)
         print(f"{n:>6} {verdicts:<22} {r['wall_s']:>7.1f} {r['report_bytes'] / 1e3:>10.1f} "
               f"{r['report_bytes'] / 1e3 / max(1, r['checks']):>9.1f} "
-              f"{r['graph_bytes'] / 1e3:>10.1f} {r['maxrss_mb']:>12.1f}", flush=True)
+              f"{r['graph_bytes'] / 1e3:>10.1f} {r['maxrss_mb']:>12.1f} {r['rss_mb']:>11.1f}",
+              flush=True)
     last = rows[-1]
     per_check_kb = last["report_bytes"] / 1e3 / max(1, last["checks"])
     print(f"\nreport per check (N={last['n']}): {per_check_kb:.1f} KB, target "
@@ -127,6 +131,11 @@ def main(argv: Sequence[str]) -> int:
         print(f"controller peak RSS growth, N={first['n']} -> {last['n']}: "
               f"{first['maxrss_mb']:.1f} -> {last['maxrss_mb']:.1f} MB, {growth:.3f} MB per "
               f"check, target <= {RSS_MB_PER_CHECK} MB: ratio {growth / RSS_MB_PER_CHECK:.2f}")
+        # the peak may be collection's (the test module imports torch): the end's RSS too
+        end = (last["rss_mb"] - first["rss_mb"]) / (last["n"] - first["n"])
+        print(f"controller RSS at the end, N={first['n']} -> {last['n']}: "
+              f"{first['rss_mb']:.1f} -> {last['rss_mb']:.1f} MB, {end:.3f} MB per check: "
+              f"ratio {end / RSS_MB_PER_CHECK:.2f}")
     print(f"repos: {where}")
     return 0
 
