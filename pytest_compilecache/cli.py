@@ -114,14 +114,16 @@ def cmd_show(args: argparse.Namespace) -> int:
 def print_diff(base: Dict[str, Any], head: Dict[str, Any], nodeids: Optional[Sequence[str]],
                allow: Sequence[str] = (), load_old: mf.Loader = mf.inline,
                load_new: mf.Loader = mf.inline) -> bool:
-    """Print the per-check comparison; True when any check drifted."""
+    """Print the per-check comparison; True when any check drifted. Compared before a
+    line is printed: components that cannot be loaded end it with nothing printed."""
+    cmps = mf.compare(base, head, nodeids, allow, load_old, load_new)
     print(f"base: {mf.commit_label(base)}\nhead: {mf.commit_label(head)}")
     benv, henv = base.get("environment") or {}, head.get("environment") or {}
     if benv and henv and benv != henv:
         print("note: different environments, so keys differ by design: " + ", ".join(
             f"{k} {benv.get(k)} -> {henv.get(k)}" for k in mf.ENV_FIELDS if benv.get(k) != henv.get(k)))
     drifted = False
-    for nodeid, cmp in mf.compare(base, head, nodeids, allow, load_old, load_new).items():
+    for nodeid, cmp in cmps.items():
         print("\n".join(mf.drift_lines(nodeid, cmp)))
         drifted |= cmp["status"] in ("drifted", "gone", "new")
     return drifted

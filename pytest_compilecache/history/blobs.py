@@ -23,6 +23,7 @@ from pytest_compilecache.history.manifest import BadManifest, repair_hint
 from pytest_compilecache.judge.keys import components_digest
 
 DIR = "components"
+MISSING = "missing"
 
 
 class BadComponents(BadManifest):
@@ -32,7 +33,8 @@ class BadComponents(BadManifest):
     def __init__(self, path: Any, why: str, manifest: Any) -> None:
         self.manifest = str(manifest)
         ValueError.__init__(self, f"the key components {path} that {manifest} names are "
-                                  f"unusable: {why}; delete {path} if it is there, then "
+                                  f"unusable: {why}; " + ("" if why.startswith(MISSING) else
+                                                          f"delete {path}, then ")
                                   + repair_hint(manifest))
         self.path, self.why, self.newer = str(path), why, False
 
@@ -85,7 +87,7 @@ class ComponentBlobs:
             with gzip.open(p, "rb") as f:
                 data = json.loads(f.read().decode("utf-8"))
         except FileNotFoundError:
-            return None, "missing (a store copied without its components/ directory?)"
+            return None, f"{MISSING} (a store copied without its components/ directory?)"
         except (OSError, EOFError, zlib.error, ValueError) as e:  # truncated, not gzip, not JSON
             return None, f"cannot be read ({type(e).__name__}: {e})"
         if not isinstance(data, list) or components_digest(data) != digest:

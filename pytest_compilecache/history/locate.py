@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from pytest_compilecache.history import manifest as mf
-from pytest_compilecache.history.blobs import BadComponents
+from pytest_compilecache.history.blobs import MISSING, BadComponents
 from pytest_compilecache.history.store import ManifestStore
 
 
@@ -32,7 +32,7 @@ def components_loader(data: Dict[str, Any], keys: Dict[str, Any], path: str,
         try:
             return load(row)
         except BadComponents as e:
-            if e.why.startswith("missing"):
+            if e.why.startswith(MISSING):
                 return None
             raise
     return lenient
