@@ -64,10 +64,13 @@ def test_the_spool_keeps_rows_and_streams_every_result_in_order(tmp_path) -> Non
     assert [c["nodeid"] for c in spool.checks()] == [f"t.py::test_{i}" for i in range(3)]
 
 
-def test_without_a_directory_the_spool_keeps_results_in_memory() -> None:
+def test_without_a_directory_the_spool_keeps_results_in_memory(tmp_path) -> None:
     spool = Spool(None)
     r = heavy("t.py::test_a")
     assert spool.add(r) is r and list(spool.checks()) == [r.to_json()]
+    (tmp_path / "file").write_text("")  # a directory that cannot be made: as a full disk
+    refused = Spool(str(tmp_path / "file" / "spool"))
+    assert refused.add(r) is r and list(refused.checks()) == [r.to_json()]
 
 
 def write(path: Path, report_: Dict[str, Any], **kw: Any) -> Dict[str, Any]:

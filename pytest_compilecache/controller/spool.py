@@ -28,13 +28,16 @@ class Spool:
         self._full: List[Union[Path, CheckResult]] = []  # where each row's result is
 
     def add(self, result: CheckResult) -> CheckResult:
-        """Keep `result` (on disk where the session has a directory); return its row."""
-        if self.directory is None:
-            self._keep(result, result)
-            return result
-        path = self.directory / f"{PREFIX}{len(self._full):06d}.json"
-        write_json_atomic(path, result.to_json())
-        return self._keep(summary_row(result), path)
+        """Keep `result` (on disk where the session has a directory, else, or where the
+        write is refused, in memory); return its row."""
+        if self.directory is not None:
+            path = self.directory / f"{PREFIX}{len(self._full):06d}.json"
+            try:
+                write_json_atomic(path, result.to_json())
+                return self._keep(summary_row(result), path)
+            except OSError:  # a full disk: the check still reaches the report
+                pass
+        return self._keep(result, result)
 
     def adopt(self, path: Path, result: CheckResult) -> CheckResult:
         """A result already on disk at `path` (an xdist worker's): its row is kept."""

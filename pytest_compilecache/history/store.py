@@ -109,11 +109,10 @@ class ManifestStore:
             return entry
         rows = {}
         for gid, row in graphs.items():
-            if isinstance(row, dict) and isinstance(row.get("components"), list):
+            comps = row.get("components") if isinstance(row, dict) else None
+            if isinstance(comps, list):
                 row = {k: v for k, v in row.items() if k != "components"}
-                comps = graphs[gid]["components"]
-                row["components_digest"] = self.blobs.put(comps)
-                row["components_count"] = len(comps)
+                row.update(components_digest=self.blobs.put(comps), components_count=len(comps))
             rows[gid] = row
         return {**entry, "graphs": rows}
 
