@@ -112,23 +112,32 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def print_diff(base: Dict[str, Any], head: Dict[str, Any], nodeids: Optional[Sequence[str]],
-               allow: Sequence[str] = ()) -> bool:
-    """Print the per-check comparison; True when any check drifted."""
+               allow: Sequence[str] = (), load_old: mf.Loader = mf.inline,
+               load_new: mf.Loader = mf.inline) -> bool:
+    """Print the per-check comparison; True when any check drifted. Compared before a
+    line is printed: components that cannot be loaded end it with nothing printed."""
+    cmps = mf.compare(base, head, nodeids, allow, load_old, load_new)
     print(f"base: {mf.commit_label(base)}\nhead: {mf.commit_label(head)}")
     benv, henv = base.get("environment") or {}, head.get("environment") or {}
     if benv and henv and benv != henv:
         print("note: different environments, so keys differ by design: " + ", ".join(
             f"{k} {benv.get(k)} -> {henv.get(k)}" for k in mf.ENV_FIELDS if benv.get(k) != henv.get(k)))
     drifted = False
-    for nodeid, cmp in mf.compare(base, head, nodeids, allow).items():
+    for nodeid, cmp in cmps.items():
         print("\n".join(mf.drift_lines(nodeid, cmp)))
         drifted |= cmp["status"] in ("drifted", "gone", "new")
     return drifted
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    base, head = as_manifest(_load(args.a), args.a), as_manifest(_load(args.b), args.b)
-    return EXIT_DIFFERENT if print_diff(base, head, args.check or None) else EXIT_OK
+    from pytest_compilecache.history.locate import components_loader
+
+    a, b = _load(args.a), _load(args.b)
+    base, head = as_manifest(a, args.a), as_manifest(b, args.b)
+    return EXIT_DIFFERENT if print_diff(base, head, args.check or None, (),
+                                        components_loader(a, base, args.a, args.store),
+                                        components_loader(b, head, args.b, args.store)) \
+        else EXIT_OK
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -203,7 +212,8 @@ class _BisectManifests:
         self.recorded.append(sha)
         found = into.read(self.env_id, sha)
         if into is not self.store and found is not None:  # kept for later bisects and diffs
-            self.store.merge(found["commit"], found["environment"], found["checks"])
+            self.store.merge(found["commit"], found["environment"],
+                             into.inlined(found)["checks"])
         missing = [t for t in targets or [] if found is None or t not in found["checks"]]
         if found is None or missing:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:]) if log.exists() else ""
@@ -214,9 +224,12 @@ class _BisectManifests:
         return found
 
 
+
 def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str,
             manifests: _BisectManifests) -> int:
+    """`manifests.store`: where every manifest tested is, with its components."""
     base = manifests.at(good, None)  # GOOD is recorded to learn which checks the args select
+    store = manifests.store
     targets = sorted(base["checks"])
     if not targets:
         raise Unrecordable(f"the selected checks recorded no keys at {good['short']}")
@@ -224,7 +237,8 @@ def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str,
 
     def drifted(i: int) -> bool:
         if i not in cache:
-            cache[i] = mf.differs(base, manifests.at(commits[i], targets), targets)
+            head = manifests.at(commits[i], targets)
+            cache[i] = mf.differs(base, head, targets, store.loader(base), store.loader(head))
             print(f"  {commits[i]['short']}: {'keys differ' if cache[i] else 'same keys'}")
         return cache[i]
 
@@ -242,8 +256,9 @@ def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str,
     print(f"\nfirst commit whose cache keys differ from {good['short']}: {first['sha']} "
           f"\"{first.get('subject', '')}\"")
     print(f"({len(cache)} of {len(commits)} commits tested, {len(manifests.recorded)} "
-          f"recorded, the rest read from {manifests.store.root})\n")
-    print_diff(base, manifests.at(first, targets), targets)
+          f"recorded, the rest read from {store.root})\n")
+    head = manifests.at(first, targets)
+    print_diff(base, head, targets, (), store.loader(base), store.loader(head))
     return EXIT_OK
 
 
@@ -297,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("a", metavar="A")
     d.add_argument("b", metavar="B")
     d.add_argument("--check", action="append", metavar="NODEID", help="only this check")
+    d.add_argument("--store", metavar="DIR",
+                   help="the manifest store that holds the key components (default: the "
+                        "store a manifest is in, or the one a report names)")
     d.set_defaults(func=cmd_diff)
     m = sub.add_parser("merge", help="merge the reports of several machines (shards) into one")
     m.add_argument("reports", nargs="+", metavar="REPORT")
@@ -341,7 +359,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (CliError, mf.BadManifest) as e:
+    except (CliError, mf.BadManifest, mf.NoStore) as e:
         print(f"pytest-compilecache {args.command}: {e}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:

@@ -11,7 +11,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Set
+from typing import IO, Any, Dict, Iterable, Iterator, List, Mapping, Set
 
 Snapshot = Dict[str, int]  # "<watched>/<relpath>" -> size
 
@@ -20,13 +20,36 @@ _IGNORED = re.compile(r"(^|/)(locks/|__pycache__/)|\.lock$|(^|/)\.[^/]*\.tmp$")
 
 def write_json_atomic(path: Path, data: Any, sort_keys: bool = False) -> None:
     """Write-then-rename: a reader, or an interrupted run, never sees half a file."""
-    path = Path(path)
+    with _atomic(Path(path)) as f:
+        json.dump(data, f, indent=1, sort_keys=sort_keys, default=str)
+        f.write("\n")
+
+
+def write_json_streamed(path: Path, data: Dict[str, Any], key: str) -> None:
+    """As write_json_atomic, with `data[key]` any iterable, written as a list one item
+    at a time (last): a report's checks, read from disk one by one, are never all in
+    memory at once."""
+    with _atomic(Path(path)) as f:
+        f.write("{")
+        for k, v in data.items():
+            if k != key:
+                f.write(f"\n {json.dumps(k)}: " + json.dumps(v, indent=1, default=str)
+                        .replace("\n", "\n ") + ",")
+        f.write(f"\n {json.dumps(key)}: [")
+        for i, item in enumerate(data.get(key) or ()):
+            f.write(("," if i else "") + "\n  " + json.dumps(item, indent=1, default=str)
+                    .replace("\n", "\n  "))
+        f.write("\n ]\n}\n")
+
+
+@contextlib.contextmanager
+def _atomic(path: Path) -> Iterator[IO[str]]:
+    """A temporary file beside `path`, renamed onto it when the block ends without error."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=sort_keys, default=str)
-            f.write("\n")
+            yield f
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -57,6 +57,10 @@ WRONG_SHAPES = {
     "component too short": (manifest(entry_with(components=[["gm", "h1"]])),
                             '.graphs["fx_graph:0/0"].components[0]: not [name, hash, value]'),
     "commit is a string": (manifest(commit="abc"), "commit: not an object"),
+    "digest not hex": (manifest(entry_with(components_digest="sha256:1")),
+                       '.graphs["fx_graph:0/0"].components_digest: not a sha256 hex digest'),
+    "count negative": (manifest(entry_with(components_count=-1)),
+                       '.graphs["fx_graph:0/0"].components_count: not a count'),
 }
 
 

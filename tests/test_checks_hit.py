@@ -155,7 +155,7 @@ def test_session_exit_status_and_summary(run: RepoRun) -> None:
 
 def test_report_is_versioned_and_carries_keys(run: RepoRun) -> None:
     r = run.report
-    assert r["schema"] == "pytest-compilecache/report" and r["schema_version"] == 2
+    assert r["schema"] == "pytest-compilecache/report" and r["schema_version"] == 3
     assert r["summary"] == {"pass": 4, "fail": 1, "error": 0, "recorded": 0, "n/a": 0,
                             "not run": 0}
     assert r["exitstatus"] == 1 and r["interrupted"] is None
@@ -169,9 +169,13 @@ def test_report_is_versioned_and_carries_keys(run: RepoRun) -> None:
         assert abs(sum(stages) + t[f"{phase}_s"] - t[f"{phase}_process_s"]) < 0.5, t
         # forked from a preloaded interpreter: torch was imported before the phase began
         assert c["launch"][phase] == "forked", c
+    # a graph that hit keeps its key and its components' digest; a miss keeps them all
     fx = next(g for g in c["graphs"] if g["layer"] == "fx_graph" and g["phase"] == "cold")
-    names = {comp[0] for comp in fx["components"]}
-    assert {"gm", "torch_version"} <= names
+    assert "components" not in fx and len(fx["components_digest"]) == 64
+    assert fx["components_count"] > 100
+    missed = run.check("test_forward_without_backward")
+    aot = next(g for g in missed["graphs"] if g["layer"] == "aot_autograd" and g["phase"] == "cold")
+    assert {"gm", "torch_version"} <= {comp[0] for comp in aot["components"]}
 
 
 def test_cache_roots_are_private_and_kept_only_on_failure(run: RepoRun) -> None:

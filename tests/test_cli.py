@@ -11,6 +11,7 @@ import pytest
 
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.history.store import ManifestStore
+from pytest_compilecache.render import report as rp
 
 ENV = {"torch": "2.13.0", "triton": None, "cuda": None, "python": "3.11.7", "device": "cpu",
        "device_name": None}
@@ -34,7 +35,9 @@ def write(path: Path, data) -> str:
 @pytest.mark.parametrize("data, says", [
     ("{not json", "cannot read"),
     ({"hello": 1}, "neither a pytest-compilecache report nor a key manifest"),
-    (report([], version=3), "newer pytest-compilecache (report schema_version 3, this one reads 2)"),
+    (report([], version=rp.SCHEMA_VERSION + 1),
+     f"newer pytest-compilecache (report schema_version {rp.SCHEMA_VERSION + 1}, this one "
+     f"reads {rp.SCHEMA_VERSION})"),
     (report({"a": 1}), "'checks' is not a list"),
     (report([{"nodeid": "t.py::test_a"}]), "checks[0] (t.py::test_a) has no valid verdict: None"),
     ({**mf.new_manifest({"sha": "abc"}, ENV), "schema_version": 7}, "manifest schema_version 7"),
@@ -48,6 +51,19 @@ def test_a_broken_artifact_exits_2_with_one_line(tmp_path: Path, data, says) -> 
         assert says in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "m.json").exists()  # merge wrote nothing
+
+
+def test_a_reader_of_version_2_refuses_a_version_3_report_by_name(monkeypatch) -> None:
+    """Version 3 keeps a passing graph's digest, not its components: a reader that would
+    take its rows for a version 2's (every component inline) refuses it, as every older
+    reader refuses a newer report; this reader reads 1, 2 and 3."""
+    assert rp.SCHEMA_VERSION == 3
+    for version in (1, 2, 3):
+        assert rp.problem(report([], version=version)) is None
+    monkeypatch.setattr(rp, "SCHEMA_VERSION", 2)
+    assert rp.problem(report([], version=3)) == (
+        "written by a newer pytest-compilecache (report schema_version 3, this one reads 2): "
+        "upgrade pytest-compilecache")
 
 
 def test_an_unreadable_file_is_an_error_not_a_drift(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Dict, List
 import pytest
 
 from conftest import commit, git
+from pytest_compilecache.history.blobs import ComponentBlobs
 
 pytestmark = pytest.mark.slow
 
@@ -123,7 +124,12 @@ def test_comment_only_change_has_no_drift(repo, tmp_path):
     assert stored[shas[1]]["commit"]["subject"] == "explain the model"
     graphs = stored[shas[1]]["checks"][NODE]["graphs"]
     assert {"aot_autograd:0/0", "fx_graph:0/0"} <= set(graphs)
-    assert any(c[0] == "gm" for c in graphs["fx_graph:0/0"]["components"])
+    # a row keeps its components' digest; the store keeps them, once each
+    assert stored[shas[1]]["schema_version"] == 2
+    fx = graphs["fx_graph:0/0"]
+    assert "components" not in fx and fx["components_count"] > 100
+    blob = ComponentBlobs(path / ".compilecache").get(fx["components_digest"], "-")
+    assert any(c[0] == "gm" for c in blob)
     assert (path / ".compilecache" / ".gitignore").exists()
     assert git(path, "status", "--porcelain") == ""  # the store leaves the tree clean
 

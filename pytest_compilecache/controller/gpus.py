@@ -14,6 +14,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +102,16 @@ def shared_lock_dir(chosen: Path) -> Path:
     1777 dir, a symlink), and `chosen` itself is left as it was."""
     chosen.mkdir(mode=0o700, parents=True, exist_ok=True)
     return private_dir(chosen / f"pytest-compilecache-{os.getuid()}")
+
+
+def session_lock_dir(chosen: Optional[str]) -> str:
+    """The slot-lock directory: the option, else the one the controller made for this
+    session (inherited by xdist workers and recording sessions through the env)."""
+    if chosen:
+        return str(shared_lock_dir(Path(chosen)))
+    if not os.environ.get(LOCK_DIR_ENV):
+        os.environ[LOCK_DIR_ENV] = tempfile.mkdtemp(prefix="pytest-compilecache-locks-")
+    return os.environ[LOCK_DIR_ENV]
 
 
 @dataclass

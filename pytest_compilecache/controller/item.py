@@ -61,13 +61,12 @@ class CheckItem(pytest.Item):
         self.check_session = check_session
         self.own_markers = list(original.own_markers)
         self.keywords.update(original.keywords)
-        self.results: List[CheckResult] = []
 
     def runtest(self) -> None:
-        self.results = self.check_session.run_check(self)
-        for r in self.results:  # --junitxml shows them
+        results = self.check_session.run_check(self)  # not kept: the session spools them
+        for r in results:  # --junitxml shows them
             self.user_properties.extend(junit_properties(r))
-        failed = [r for r in self.results if r.verdict not in OK_VERDICTS]
+        failed = [r for r in results if r.verdict not in OK_VERDICTS]
         if failed:
             raise CheckFailed(failed)
 

@@ -84,11 +84,13 @@ class KeyHistory:
             base = self.baseline()
             with progress.step(f"baseline keys at {self.settings.baseline}"):
                 found = base.manifest(mf.environment_of(cold), self.check_ids or [nodeid])
+            old = (found or {}).get("checks", {}).get(nodeid)
+            # the baseline's components are loaded from the store where a key changed
+            cmp = mf.compare_check(old, entry, self.settings.allow_drift,
+                                   load_old=base.store.loader(found or {}))
         except Exception as e:
             result.problems.append(f"baseline {self.settings.baseline}: {e}")
             return
-        old = (found or {}).get("checks", {}).get(nodeid)
-        cmp = mf.compare_check(old, entry, self.settings.allow_drift)
         result.drift = {"base": base.label, "base_sha": base.commit["sha"], **cmp}
         if old is None:
             logs = ", ".join(str(p) for p in base.logs)

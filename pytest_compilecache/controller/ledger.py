@@ -3,9 +3,10 @@
 xdist workers publish, as they go, the checks they collected, each check they start
 and each result, as files in a directory private to the controller's session (its
 path travels in xdist's workerinput, as the lock and header dirs' do). At the end the
-controller reads them and gives a verdict to every check that left no result: `error`
-when the process running it died, `not run` when an interruption skipped it.
-No pytest, no torch.
+controller reads them into its spool (spool.py: the row stays in memory, the result on
+disk until the report is written) and gives a verdict to every check that left no
+result: `error` when the process running it died, `not run` when an interruption
+skipped it. No pytest, no torch.
 """
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Set
+from typing import Any, Dict, Iterable, Optional, Set
 
+from pytest_compilecache.controller.spool import PREFIX as SPOOLED
+from pytest_compilecache.controller.spool import Spool
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.model import CheckResult
 
@@ -47,17 +50,21 @@ class Ledger:
             write_json_atomic(Path(self.results_dir) / f"{kind}-{uuid.uuid4().hex}.json", data)
 
     def failed_report(self, nodeid: str, text: str) -> None:
-        """A crashed worker leaves a failed report (xdist gives it no keywords)."""
-        self.failed.setdefault(nodeid, text)
+        """A crashed worker leaves a failed report (xdist gives it no keywords); its last
+        lines are all that a check without a result is told."""
+        self.failed.setdefault(nodeid, "\n".join(text.strip().splitlines()[-12:]))
 
-    def collect(self, results: List[CheckResult]) -> None:
-        """Add what the workers published to `results`; then remove the directory."""
+    def collect(self, spool: Spool) -> None:
+        """Add what the workers published to `spool` (their files stay where they are,
+        read again when the report is written)."""
         d = self.results_dir
         if not d or not os.path.isdir(d):
             return
-        have = {(r.nodeid, r.via) for r in results}  # a check has a result per path
+        have = set(spool.ids())  # a check has a result per path
         for f in sorted(Path(d).glob("*.json")):
             try:
+                if f.name.startswith(SPOOLED):
+                    continue
                 data = json.loads(f.read_text())
                 if f.name.startswith("started-"):
                     self.started.add(data["nodeid"])
@@ -65,21 +72,25 @@ class Ledger:
                     self.collected.update(data["nodeids"])
                 else:
                     r = CheckResult.from_json(data)
+                    del data
                     if (r.nodeid, r.via) not in have:
-                        results.append(r)
+                        spool.adopt(f, r)
                         have.add((r.nodeid, r.via))
             except (OSError, ValueError, TypeError, KeyError):
                 continue
-        shutil.rmtree(d, ignore_errors=True)
 
-    def account(self, results: List[CheckResult], check_ids: Iterable[str],
+    def close(self) -> None:
+        """The session has written its report: the directory goes."""
+        if self.results_dir:
+            shutil.rmtree(self.results_dir, ignore_errors=True)
+
+    def account(self, spool: Spool, check_ids: Iterable[str],
                 deselected: Set[str], interrupted_by: Optional[str]) -> None:
         """A verdict for every check without a result."""
-        have = {r.nodeid for r in results}
-        for nodeid, text in self.failed.items():
+        have = {r.nodeid for r in spool.rows}
+        for nodeid, tail in self.failed.items():
             if nodeid not in have and nodeid in self.started:
-                tail = "\n".join(text.strip().splitlines()[-12:])
-                results.append(CheckResult(
+                spool.add(CheckResult(
                     nodeid=nodeid, verdict="error",
                     error="the process running this check died without a result (an xdist "
                           "worker crashed or was killed: out of memory?):\n" + tail))
@@ -88,7 +99,7 @@ class Ledger:
             return
         for nodeid in list(check_ids) + sorted(self.collected):
             if nodeid not in have and nodeid not in deselected:
-                results.append(CheckResult(
+                spool.add(CheckResult(
                     nodeid=nodeid, verdict="not run",
                     error=f"the session was interrupted ({interrupted_by}) before this check ran"))
                 have.add(nodeid)

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import types
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -27,6 +26,7 @@ from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.keyhistory import KeyHistory
 from pytest_compilecache.controller.ledger import Ledger
 from pytest_compilecache.controller.progress import Progress
+from pytest_compilecache.controller.spool import Spool
 from pytest_compilecache.controller.role import Role, role_of
 from pytest_compilecache.isolation import CacheRoot, phase_env
 from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher, pytest_child_flags
@@ -51,7 +51,6 @@ class CompileCacheSession:
         self.launcher: Launcher = launcher or (
             PreloadedLauncher() if settings.launcher == "preloaded" else SubprocessLauncher())
         self.said_dropped = False  # the launcher's missing preload is said once per session
-        self.results: List[CheckResult] = []
         self.history = KeyHistory(config, settings)
         self.owned_pch_dir: Optional[Path] = None  # made by this controller; removed at the end
         self.pch_path: Optional[str] = None  # the session's shared precompiled-header dir
@@ -68,7 +67,13 @@ class CompileCacheSession:
         self.report_problem: Optional[str] = None  # why the report could not be written
         self.report_said: List[str] = []  # what writing it replaced (a symlink, a mode)
         self.ledger = Ledger(None)  # the controller's gets its results dir in configure
+        self.spool = Spool(None)  # and its checks go there as they finish
         self.progress = Progress()  # shows nothing until the session starts on a terminal
+
+    @property
+    def results(self) -> List[CheckResult]:
+        """Every check's summary row (report.summary_row); the results are spooled."""
+        return self.spool.rows
 
     @property
     def store_path(self) -> Optional[Path]:
@@ -158,12 +163,14 @@ class CompileCacheSession:
         return paths.for_settings(self.settings, paths.registry(self.config.pluginmanager))
 
     def _add(self, result: CheckResult) -> None:
-        """Keep a check's result; an xdist worker also hands it to the controller at
-        once (a worker that dies later, or an interrupted session, loses nothing)."""
+        """Spool a check's result (its row stays here); an xdist worker hands it to the
+        controller at once instead (a worker that dies later, or an interrupted session,
+        loses nothing)."""
         result.location = self._locations.get(result.nodeid, {})
-        self.results.append(result)
         if self.role is Role.WORKER:
             self.ledger.publish("result", result.to_json())
+        else:
+            self.spool.add(result)
 
     # -- device slots --------------------------------------------------------------------
     def slot_pool(self) -> Any:
@@ -176,8 +183,8 @@ class CompileCacheSession:
                 devices = gpus.parse_gpus(s.gpus) or gpus.visible_gpus()
             slots = (gpus.slots_for(devices, s.jobs_per_gpu) if devices
                      else gpus.cpu_slots(os.cpu_count() or 1, s.threads))
-            self._pool = gpus.SlotPool(Path(self.lock_path or lock_dir(s.lock_dir)), slots,
-                                       s.lease_timeout,
+            self._pool = gpus.SlotPool(Path(self.lock_path or gpus.session_lock_dir(s.lock_dir)),
+                                       slots, s.lease_timeout,
                                        say=lambda m: print(f"pytest-compilecache: {m}",
                                                            file=sys.stderr, flush=True))
         return self._pool
@@ -239,11 +246,12 @@ class CompileCacheSession:
                                          pm.hasplugin("xdist"))
 
     # -- reporting ---------------------------------------------------------------------
-    def report_dict(self) -> Dict[str, Any]:
+    def report_dict(self, exitstatus: int) -> Dict[str, Any]:
+        """The report, its checks streamed from the spool when it is written."""
         from pytest_compilecache import __version__
 
         s = self.settings
-        return report.build_report(
+        data = report.build_report(
             self.results, {"device": s.device, "timeout_s": s.timeout, "threads": s.threads,
                            "warm_tolerance": s.warm_tolerance,
                            "eager_tolerance": s.eager_tolerance, "job_id": s.job_id,
@@ -252,7 +260,14 @@ class CompileCacheSession:
                            "launcher": s.launcher,
                            "allow_drift": list(s.allow_drift), "manifest_only": s.manifest_only,
                            "store": str(self.store_path) if self.store_path else None},
-            __version__, commit=self.history.commit())
+            __version__, commit=self.history.commit(),
+            checks=report.Streamed(self.spool.ids(), self.spool.checks))
+        data.update(no_checks=self.no_checks, baseline_gone=self.gone, exitstatus=int(exitstatus),
+                    interrupted=self.interrupted, rootdir=str(self.config.rootpath))
+        described = self.history.describe_baseline()
+        if described is not None:
+            data["baseline"] = described
+        return data
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -265,7 +280,7 @@ class CompileCacheSession:
         self.history.close()
         if not self.role.reports:
             return  # an xdist worker: the controller reports
-        self.ledger.collect(self.results)
+        self.ledger.collect(self.spool)
         if self.owned_lock_dir:
             shutil.rmtree(self.owned_lock_dir, ignore_errors=True)
         self.gone = self.history.gone_checks(self.results, self._collected_files,
@@ -274,27 +289,25 @@ class CompileCacheSession:
             from pytest_compilecache import lifetime
 
             self.interrupted = {"by": lifetime.received or "KeyboardInterrupt"}
-        self.ledger.account(self.results, self.history.check_ids, self._deselected,
+        self.ledger.account(self.spool, self.history.check_ids, self._deselected,
                             self.interrupted["by"] if self.interrupted else None)
         self.no_checks = None if (self.results or self.history.check_ids
                                                     or self.ledger.collected) \
             else NO_CHECKS
-        if self.settings.report:
-            data = self.report_dict()
-            data["no_checks"] = self.no_checks
-            data["baseline_gone"] = self.gone
-            data["exitstatus"] = int(exitstatus)
-            data["interrupted"] = self.interrupted
-            data["rootdir"] = str(self.config.rootpath)
-            described = self.history.describe_baseline()
-            if described is not None:
-                data["baseline"] = described
-            try:
-                self.report_said = report.write_report(self.settings.report, data,
-                                                       since=self.started)
-            except OSError as e:  # the verdicts still reach the terminal summary
-                self.report_problem = diskspace.write_problem("the JSON report",
-                                                              self.settings.report, e)
+        try:
+            self._write_report(exitstatus)
+        finally:  # the spooled results with it
+            self.ledger.close()
+
+    def _write_report(self, exitstatus: int) -> None:
+        if not self.settings.report:
+            return
+        try:
+            self.report_said = report.write_report(self.settings.report,
+                                                   self.report_dict(exitstatus), since=self.started)
+        except OSError as e:  # the verdicts still reach the terminal summary
+            self.report_problem = diskspace.write_problem("the JSON report",
+                                                          self.settings.report, e)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed:
@@ -344,7 +357,7 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
     (after the up-front checks, a usage error naming what is wrong), an xdist worker is
     handed them."""
     from pytest_compilecache import lifetime
-    from pytest_compilecache.controller.gpus import LOCK_DIR_ENV
+    from pytest_compilecache.controller.gpus import LOCK_DIR_ENV, session_lock_dir
     from pytest_compilecache.controller.ledger import open_results_dir
 
     session = CompileCacheSession(config, settings)
@@ -362,13 +375,14 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
         raise pytest.UsageError("\n".join(found))
     fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
     try:
-        path = lock_dir(settings.lock_dir)
+        path = session_lock_dir(settings.lock_dir)
     except OSError as e:
         raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
     session.owned_lock_dir = path if fresh else None
     session.lock_path = path
     session.open_pch_dir()
     session.ledger = Ledger(open_results_dir())
+    session.spool = Spool(session.ledger.results_dir)
     return session
 
 
@@ -378,14 +392,3 @@ def _deselect(config: pytest.Config, items: List[pytest.Item], keep: Any) -> Non
         items[:] = [i for i in items if keep(i)]
         config.hook.pytest_deselected(items=drop)
 
-
-def lock_dir(chosen: Optional[str]) -> str:
-    """The slot-lock directory: the option, else the one the controller made for this
-    session (inherited by xdist workers and recording sessions through the env)."""
-    from pytest_compilecache.controller.gpus import LOCK_DIR_ENV, shared_lock_dir
-
-    if chosen:
-        return str(shared_lock_dir(Path(chosen)))
-    if not os.environ.get(LOCK_DIR_ENV):
-        os.environ[LOCK_DIR_ENV] = tempfile.mkdtemp(prefix="pytest-compilecache-locks-")
-    return os.environ[LOCK_DIR_ENV]

@@ -4,13 +4,19 @@ the cold run computed them; and the comparison of two manifests (drift).
 A manifest is JSON (schema below), one per commit and environment. Pure: no pytest,
 no torch, no git.
 
-    {"schema": "pytest-compilecache/manifest", "schema_version": 1,
+    {"schema": "pytest-compilecache/manifest", "schema_version": 2,
      "commit": {"sha": "…", "short": "…", "dirty": false, "subject": "…"},
      "environment": {"torch": …, "triton": …, "cuda": …, "python": …, "device": …,
                      "device_name": …},
      "checks": {"<node id>": {"verdict": "pass", "graphs": {"<layer>:<compile id>[:bwd]": {
          "layer": …, "compile_id": …, "backward": …, "key": …, "state": …,
-         "components": [[name, hash, value], …]}}}}}
+         "components_digest": "<sha256 hex>", "components_count": 640}}}}}
+
+A stored row keeps its components' digest (judge/keys.components_digest); the store
+keeps the components themselves once per digest (history/blobs.py), and a comparison
+loads them only for a graph whose key or digest changed. A row in memory (check_entry),
+a report's row that needed explaining, and a version 1 manifest's row (an earlier
+release's store) hold them inline, as `"components": [[name, hash, value], …]`.
 """
 from __future__ import annotations
 
@@ -18,13 +24,15 @@ import datetime as _dt
 import hashlib
 import json
 import re
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from pytest_compilecache.judge import keys
 from pytest_compilecache.layers import KEYED
 
 SCHEMA = "pytest-compilecache/manifest"
-SCHEMA_VERSION = 1
+# 2: rows keep their components' digest, the store the components (history/blobs.py);
+# version 1 manifests, with every component inline, are still read
+SCHEMA_VERSION = 2
 ENV_FIELDS = ("torch", "triton", "cuda", "python", "device", "device_name")
 
 
@@ -63,12 +71,23 @@ def check_entry(cache: Dict[str, Any], verdict: str) -> Dict[str, Any]:
                 row = {"layer": layer, "compile_id": cid, "backward": e.get("backward", False),
                        "key": e.get("key"), "state": e.get("state"),
                        "bypass_reason": keys.normalize_reason(e.get("bypass_reason")) or None,
-                       "components": e.get("components") or []}
+                       **components_fields(e)}
                 gid, base, n = graph_id(row), graph_id(row), 2
                 while gid in graphs:  # the same graph compiled twice in one run
                     gid, n = f"{base}#{n}", n + 1
                 graphs[gid] = row
     return {"verdict": verdict, "graphs": graphs}
+
+
+def components_fields(e: Dict[str, Any]) -> Dict[str, Any]:
+    """A row's components inline with their digest and count; of a report's row that
+    kept only the digest, the digest and count."""
+    if e.get("components") is None and e.get("components_digest") is not None:
+        return {"components_digest": e["components_digest"],
+                "components_count": e.get("components_count")}
+    comps = e.get("components") or []
+    return {"components": comps, "components_digest": keys.components_digest(comps),
+            "components_count": len(comps) if isinstance(comps, list) else None}
 
 
 def new_manifest(commit: Dict[str, Any], env: Dict[str, Any]) -> Dict[str, Any]:
@@ -132,6 +151,11 @@ def _graph_problem(g: Any) -> Optional[str]:
     for name in ("layer", "key", "state", "bypass_reason"):
         if g.get(name) is not None and not isinstance(g[name], str):
             return f".{name}: {_not('a string', g[name])}"
+    digest, count = g.get("components_digest"), g.get("components_count")
+    if digest is not None and not (isinstance(digest, str) and _DIGEST.fullmatch(digest)):
+        return f".components_digest: {_not('a sha256 hex digest', digest)}"
+    if count is not None and not (isinstance(count, int) and count >= 0):
+        return f".components_count: {_not('a count', count)}"
     comps = g.get("components")
     if comps is None:
         return None
@@ -142,6 +166,9 @@ def _graph_problem(g: Any) -> Optional[str]:
                 and all(x is None or isinstance(x, str) for x in c[1:])):
             return f".components[{i}]: {_not('[name, hash, value] strings', c)}"
     return None
+
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def _key(name: str) -> str:
@@ -167,6 +194,11 @@ class BadManifest(ValueError):
         return (type(self), (self.path, self.why, self.newer))
 
 
+class NoStore(ValueError):
+    """A file whose rows keep only their components' digest, with no store to load them
+    from: names the file and the option that gives one."""
+
+
 def repair_hint(path: Any) -> str:
     return (f"delete {path} and re-record it: run the checks at that commit with "
             f"--compile-cache-check (or run --compile-cache-baseline=<that commit>, or "
@@ -183,10 +215,29 @@ def allowed(component: str, patterns: Sequence[str]) -> bool:
     return False
 
 
+# what a row's components are: held inline, or loaded from a store by its digest (None:
+# only the digest is known, as in a report's row of a graph that needed no explaining)
+Loader = Callable[[Dict[str, Any]], Optional[List[Any]]]
+
+
+def inline(row: Dict[str, Any]) -> Optional[List[Any]]:
+    """The components a row holds; None where it keeps only their digest."""
+    if row.get("components") is None and row.get("components_digest") is not None:
+        return None
+    return row.get("components") or []
+
+
+def digest_of(row: Dict[str, Any]) -> str:
+    return row.get("components_digest") or keys.components_digest(row.get("components") or [])
+
+
 def compare_check(base: Optional[Dict[str, Any]], head: Optional[Dict[str, Any]],
-                  allow: Sequence[str] = ()) -> Dict[str, Any]:
+                  allow: Sequence[str] = (), load_old: Loader = inline,
+                  load_new: Loader = inline) -> Dict[str, Any]:
     """unchanged / drifted / new / gone / no keys (none recorded at either: a bypass, or
-    nothing compiled) for one check, with per-graph component diffs.
+    nothing compiled) for one check, with per-graph component diffs. Components are
+    loaded (`load_old`, `load_new`: the store of each side) only for a graph whose key
+    or digest changed.
 
     A drift whose every changed component matches `allow` is `accepted`."""
     if base is None and head is None:
@@ -201,9 +252,13 @@ def compare_check(base: Optional[Dict[str, Any]], head: Optional[Dict[str, Any]]
     graphs = []
     for gid in sorted(set(bg) | set(hg), key=_graph_order):
         b, h = bg.get(gid), hg.get(gid)
-        if b is not None and h is not None and b.get("key") == h.get("key") and \
-                _hashes(b) == _hashes(h):
-            continue
+        old = new = None
+        if b is not None and h is not None and b.get("key") == h.get("key"):
+            if digest_of(b) == digest_of(h):
+                continue
+            old, new = load_old(b), load_new(h)
+            if old is not None and new is not None and _hashes(old) == _hashes(new):
+                continue
         g: Dict[str, Any] = {"graph": gid, "layer": (h or b or {}).get("layer"),
                              "old_key": (b or {}).get("key"), "new_key": (h or {}).get("key")}
         if b is None or h is None:
@@ -211,11 +266,8 @@ def compare_check(base: Optional[Dict[str, Any]], head: Optional[Dict[str, Any]]
             g["components"] = []
         else:
             g["change"] = "key changed"
-            g["components"] = [{"component": d["component"], "old": d["cold"], "new": d["warm"]}
-                               for d in keys.differing_components(b, h)]
-            gm = next((d for d in g["components"] if d["component"] == "gm"), None)
-            if gm:
-                g["graph_code_diff"] = keys.graph_code_diff(gm["old"], gm["new"], labels=("old", "new"))
+            _components_diff(g, load_old(b) if old is None else old,
+                             load_new(h) if new is None else new, b, h)
         g["accepted"] = bool(allow) and bool(g["components"]) and all(
             allowed(c["component"], allow) for c in g["components"])
         graphs.append(g)
@@ -228,8 +280,25 @@ def compare_check(base: Optional[Dict[str, Any]], head: Optional[Dict[str, Any]]
     return {"status": status, "graphs": graphs}
 
 
-def _hashes(entry: Dict[str, Any]) -> Dict[str, Any]:
-    return {c[0]: c[1] for c in entry.get("components") or []}
+def _components_diff(g: Dict[str, Any], old: Optional[List[Any]], new: Optional[List[Any]],
+                     b: Dict[str, Any], h: Dict[str, Any]) -> None:
+    """The components that differ, both values, and the graph code diff; or, where a side
+    kept only its digest, which side (a report of a graph that needed no explaining)."""
+    if old is None or new is None:
+        g["components"] = []
+        g["unknown"] = ", ".join(f"{side} {digest_of(row)[:12]}" for side, row, comps in
+                                 (("old", b, old), ("new", h, new)) if comps is None)
+        return
+    g["components"] = [{"component": d["component"], "old": d["cold"], "new": d["warm"]}
+                       for d in keys.differing_components({"components": old},
+                                                          {"components": new})]
+    gm = next((d for d in g["components"] if d["component"] == "gm"), None)
+    if gm:
+        g["graph_code_diff"] = keys.graph_code_diff(gm["old"], gm["new"], labels=("old", "new"))
+
+
+def _hashes(components: List[Any]) -> Dict[str, Any]:
+    return {c[0]: c[1] for c in components}
 
 
 def _graph_order(gid: str) -> Any:
@@ -238,16 +307,18 @@ def _graph_order(gid: str) -> Any:
 
 
 def compare(base: Dict[str, Any], head: Dict[str, Any], nodeids: Optional[Iterable[str]] = None,
-            allow: Sequence[str] = ()) -> Dict[str, Dict[str, Any]]:
+            allow: Sequence[str] = (), load_old: Loader = inline, load_new: Loader = inline
+            ) -> Dict[str, Dict[str, Any]]:
     """Per node id (default: every id in either manifest) the comparison of two manifests."""
     bc, hc = base.get("checks") or {}, head.get("checks") or {}
     ids = sorted(set(nodeids) if nodeids is not None else set(bc) | set(hc))
-    return {n: compare_check(bc.get(n), hc.get(n), allow) for n in ids}
+    return {n: compare_check(bc.get(n), hc.get(n), allow, load_old, load_new) for n in ids}
 
 
-def differs(base: Dict[str, Any], head: Dict[str, Any], nodeids: Iterable[str]) -> bool:
+def differs(base: Dict[str, Any], head: Dict[str, Any], nodeids: Iterable[str],
+            load_old: Loader = inline, load_new: Loader = inline) -> bool:
     return any(c["status"] in ("drifted", "accepted", "gone")
-               for c in compare(base, head, nodeids).values())
+               for c in compare(base, head, nodeids, (), load_old, load_new).values())
 
 
 def changed_components(cmp: Dict[str, Any], include_accepted: bool = True) -> List[str]:
@@ -276,6 +347,9 @@ def drift_lines(nodeid: str, cmp: Dict[str, Any], base_label: str = "base",
         tag = " (accepted)" if g.get("accepted") else ""
         lines.append(f"  {g['graph']}: {g['change']}{tag}  {g.get('old_key') or '-'} -> "
                      f"{g.get('new_key') or '-'}")
+        if g.get("unknown"):
+            lines.append(f"    components not at hand (only their digest: {g['unknown']}); "
+                         f"diff the key manifests, or pass --store with the store that holds them")
         for c in g.get("components", []):
             if c["component"] == "gm":
                 lines.append("    gm (graph code) changed")
@@ -298,5 +372,10 @@ def manifest_lines(manifest: Dict[str, Any]) -> List[str]:
         lines.append(f"  {nodeid} ({entry.get('verdict')})")
         for gid, g in sorted((entry.get("graphs") or {}).items(), key=lambda kv: _graph_order(kv[0])):
             lines.append(f"    {gid:<26} {g.get('state') or '-':<7} {g.get('key') or '-'} "
-                         f"({len(g.get('components') or [])} components)")
+                         f"({_count(g)} components)")
     return lines
+
+
+def _count(row: Dict[str, Any]) -> Any:
+    count = row.get("components_count")
+    return len(row.get("components") or []) if count is None else count

@@ -4,6 +4,7 @@ read-merge-write of the check entries, then an atomic rename.
 
     <store>/manifests/<environment id>/<sha>.json        (a clean commit)
     <store>/manifests/<environment id>/<sha>-dirty.json  (a dirty work tree; replaced)
+    <store>/components/<2 hex>/<digest>.json.gz          (key components, once each)
 
 No pytest, no torch; filelock for the locks.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from pytest_compilecache.history import manifest as mf
+from pytest_compilecache.history.blobs import ComponentBlobs
 from pytest_compilecache.files import write_json_atomic
 
 DEFAULT_DIR = ".compilecache"
@@ -26,6 +28,7 @@ class ManifestStore:
         self.root = Path(root)
         self.replaced_damaged: List[str] = []  # unreadable manifests merge() started anew
         self.damage: Dict[str, str] = {}  # each of those paths -> what was wrong with it
+        self.blobs = ComponentBlobs(self.root)
 
     def _ensure(self) -> None:
         if not self.root.is_dir():
@@ -93,6 +96,45 @@ class ManifestStore:
                 self.damage[str(p)] = damaged
             data = data or mf.new_manifest(commit, env)
             data["checks"].update(checks)
-            data["commit"] = commit
+            data["commit"], data["schema_version"] = commit, mf.SCHEMA_VERSION
+            data["checks"] = {n: self._stored(e) for n, e in data["checks"].items()}
             write_json_atomic(p, data, sort_keys=True)
         return p
+
+    def _stored(self, entry: Dict[str, Any]) -> Dict[str, Any]:
+        """A check's entry as stored: each row's components go to the blobs (a version 1
+        manifest's too, so that merging upgrades it), the row keeps their digest."""
+        graphs = entry.get("graphs")
+        if not isinstance(graphs, dict):
+            return entry
+        rows = {}
+        for gid, row in graphs.items():
+            comps = row.get("components") if isinstance(row, dict) else None
+            if isinstance(comps, list):
+                row = {k: v for k, v in row.items() if k != "components"}
+                row.update(components_digest=self.blobs.put(comps), components_count=len(comps))
+            rows[gid] = row
+        return {**entry, "graphs": rows}
+
+    def loader(self, manifest: Dict[str, Any], named_by: Any = None) -> mf.Loader:
+        """How a comparison gets the components of `manifest`'s rows (read from this
+        store): inline, else from the blobs, naming `named_by` (default: this manifest's
+        file in the store) if they are missing or damaged."""
+        if named_by is None:
+            env, commit = manifest.get("environment") or {}, manifest.get("commit") or {}
+            named_by = self.path(mf.environment_id(env), commit.get("sha") or "unknown",
+                                 bool(commit.get("dirty")))
+
+        def load(row: Dict[str, Any]) -> Optional[List[Any]]:
+            comps = mf.inline(row)
+            return comps if comps is not None else self.blobs.get(row["components_digest"],
+                                                                  named_by)
+        return load
+
+    def inlined(self, manifest: Dict[str, Any]) -> Dict[str, Any]:
+        """`manifest` with every row's components inline (to merge into another store)."""
+        load = self.loader(manifest)
+        return {**manifest, "checks": {
+            n: {**e, "graphs": {g: {**row, "components": load(row)}
+                                for g, row in (e.get("graphs") or {}).items()}}
+            for n, e in manifest["checks"].items()}}

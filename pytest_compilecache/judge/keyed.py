@@ -108,16 +108,25 @@ def never_saved_cause(layer: str, cold_entry: CacheEntry, cold_rec: CacheRecord)
 def graph_rows(cc: CacheRecord, wc: CacheRecord, saved: Set[str], keyed: Sequence[str]
                ) -> List[Dict[str, Any]]:
     """Every lookup of both runs in the `keyed` layers, for the report; a warm one that
-    did not hit with the components that drifted from its cold twin."""
+    did not hit with the components that drifted from its cold twin. A graph that needs
+    no explaining (a hit, a cold miss whose warm lookup of the same key hit, or any cold
+    lookup of a cold-only run, whose components the key manifest store keeps) is kept by
+    its key and components' digest; a miss, a bypass and the cold twin of a warm miss keep
+    every component."""
     rows = []
     for layer in keyed:
-        ce = cc.entries(layer)
-        for phase, entries in (("cold", ce), ("warm", wc.entries(layer))):
+        ce, we = cc.entries(layer), wc.entries(layer)
+        explained = _explained(ce, we)
+        for phase, entries in (("cold", ce), ("warm", we)):
             for e in entries:
                 row: Dict[str, Any] = {"phase": phase, "layer": layer,
                                        "compile_id": e.compile_id, "backward": e.backward,
                                        "state": e.state, "key": e.key,
-                                       "components": e.components or []}
+                                       "components_digest": keys.components_digest(e.components),
+                                       "components_count": len(e.components)}
+                if e.state not in ("hit", "miss") or (phase == "warm" and e.state != "hit") \
+                        or (phase == "cold" and id(e) in explained):
+                    row["components"] = e.components
                 if phase == "cold" and e.state == "miss":
                     row["saved"] = e.key in saved
                 if e.bypass_reason:
@@ -126,6 +135,17 @@ def graph_rows(cc: CacheRecord, wc: CacheRecord, saved: Set[str], keyed: Sequenc
                     _drift(row, e, ce)
                 rows.append(row)
     return rows
+
+
+def _explained(cold: List[CacheEntry], warm: List[CacheEntry]) -> Set[int]:
+    """The cold lookups a warm miss is explained against (its twin), and those whose
+    key no warm lookup hit, where the warm run looked up anything: by id()."""
+    out = {id(t) for e in warm if e.state != "hit"
+           for t in [keys.best_match(e, cold)] if t is not None}
+    hit = {(e.key, e.backward) for e in warm if e.state == "hit"}
+    if warm:
+        out |= {id(e) for e in cold if e.state == "miss" and (e.key, e.backward) not in hit}
+    return out
 
 
 def _drift(row: Dict[str, Any], e: CacheEntry, cold_entries: List[CacheEntry]) -> None:

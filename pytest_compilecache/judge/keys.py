@@ -1,10 +1,12 @@
-"""Cache-key components: normalise, match a warm entry to its cold twin, and say
+"""Cache-key components: normalise, digest, match a warm entry to its cold twin, and say
 which components differ. Pure functions over a phase record's typed cache entries, or
 over the manifest's graph rows (plain JSON with the same `key`, `backward` and
 `components`)."""
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
 
@@ -21,6 +23,14 @@ def _parts(entry: Entry) -> Tuple[Any, Any, List[Any]]:
     if isinstance(entry, CacheEntry):
         return entry.key, entry.backward, entry.components
     return entry.get("key"), entry.get("backward"), entry.get("components") or []
+
+
+def components_digest(components: List[Any]) -> str:
+    """sha256 of the components' canonical JSON: what a report or manifest row keeps of a
+    graph that needs no explaining (its ~640 components are ~75 KB), and the name of the
+    store's copy of them (history/blobs.py)."""
+    text = json.dumps(components, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def normalize_reason(text: Optional[str]) -> str:

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import itertools
 import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple)
 
-from pytest_compilecache.files import write_json_atomic
+from pytest_compilecache.files import write_json_streamed
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.history.manifest import changed_components, drift_lines
 from pytest_compilecache.layers import LAYERS, SHORT
-from pytest_compilecache.model import CheckResult
+from pytest_compilecache.model import CheckResult, LayerVerdict
 
 SCHEMA = "pytest-compilecache/report"
 # 2: the verdict n/a (a warm-start path torch or the workload cannot take), its count
-SCHEMA_VERSION = 2
+# 3: a graph row that needs no explaining keeps its components' digest, not them
+#    (judge/keyed.graph_rows); versions 1 and 2 are still read
+SCHEMA_VERSION = 3
 
 
 def now() -> str:
@@ -130,6 +134,25 @@ def row_cells(r: CheckResult) -> Tuple[List[str], Tuple[str, str, str]]:
              "-" if q is None else f"{q:.2f}"))
 
 
+def summary_row(r: CheckResult) -> CheckResult:
+    """What the end of a session reads of a check (summary_lines, the kept cache roots,
+    the environment a baseline's gone checks are looked up in, the report's counts): the
+    rest of the result is on disk (controller/spool.py)."""
+    na_note = r.notes[:1] if r.verdict == "n/a" else []
+    drift: Dict[str, Any] = {k: r.drift[k] for k in ("status", "base") if k in r.drift}
+    if r.drift.get("graphs"):
+        drift["graphs"] = [{"change": g.get("change"), "accepted": g.get("accepted"),
+                            "components": [{"component": c["component"]}
+                                           for c in g.get("components", [])]}
+                           for g in r.drift["graphs"]]
+    return CheckResult(
+        nodeid=r.nodeid, verdict=r.verdict, device=r.device, device_name=r.device_name,
+        versions=r.versions, via=r.via, cache_root=r.cache_root, notes=na_note, drift=drift,
+        layers={n: LayerVerdict(state=lv.state) for n, lv in r.layers.items()},
+        timings={k: r.timings[k] for k in ("cold_s", "warm_s") if k in r.timings},
+        dynamo=r.dynamo)
+
+
 def summary_lines(results: Sequence[CheckResult]) -> List[str]:
     if not results:
         return []
@@ -233,13 +256,28 @@ def problem(data: Any) -> Optional[str]:
     return None
 
 
-def build_report(results: Iterable[CheckResult], settings: Dict[str, Any],
-                 plugin_version: str, commit: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    checks = [r.to_json() for r in results]
-    counts = summarize(checks)
+class Streamed:
+    """A report's checks read one at a time (a session's spool, controller/spool.py),
+    with their (node id, path) known before: never all in memory at once."""
+
+    def __init__(self, ids: Sequence[Tuple[str, str]], read: Callable[[], Iterator[Dict[str, Any]]]
+                 ) -> None:
+        self.ids, self.read = list(ids), read
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        return self.read()
+
+
+def build_report(results: Sequence[CheckResult], settings: Dict[str, Any],
+                 plugin_version: str, commit: Optional[Dict[str, Any]] = None,
+                 checks: Optional[Streamed] = None) -> Dict[str, Any]:
+    """`results`: every check, or only its summary row where `checks` streams their
+    JSON (summary_row)."""
+    counts = summarize({"verdict": r.verdict} for r in results)
     return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
             "created": now(), "plugin_version": plugin_version, "settings": settings,
-            "commit": commit, "summary": counts, "checks": checks}
+            "commit": commit, "summary": counts,
+            "checks": checks if checks is not None else [r.to_json() for r in results]}
 
 
 @contextlib.contextmanager
@@ -280,16 +318,24 @@ def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None)
                 old = None
             if isinstance(old, dict) and old.get("schema") == SCHEMA and \
                     str(old.get("created", "")) >= since:
-                mine = {(c["nodeid"], c.get("via")) for c in report["checks"]}
-                report = dict(report, checks=[c for c in old.get("checks", [])
-                                              if (c.get("nodeid"), c.get("via")) not in mine]
-                              + report["checks"])
-                report["summary"] = summarize(report["checks"])
-                if report["checks"]:  # another session's checks are in it now
-                    report["no_checks"] = None
+                report = _with_concurrent(report, old)
         said = replaced(path)
-        write_json_atomic(Path(path), report)
+        write_json_streamed(Path(path), report, "checks")
     return said
+
+
+def _with_concurrent(report: Dict[str, Any], old: Dict[str, Any]) -> Dict[str, Any]:
+    """`report` with the checks of `old` (a concurrent session's report) we did not run."""
+    checks = report["checks"]
+    mine = set(checks.ids) if isinstance(checks, Streamed) else \
+        {(c["nodeid"], c.get("via")) for c in checks}
+    theirs = [c for c in old.get("checks", []) if (c.get("nodeid"), c.get("via")) not in mine]
+    counts = summarize(theirs)
+    report = dict(report, checks=Streamed([], lambda: itertools.chain(theirs, checks)),
+                  summary={v: n + counts.get(v, 0) for v, n in report["summary"].items()})
+    if theirs:  # another session's checks are in it now
+        report["no_checks"] = None
+    return report
 
 
 def replaced(path: str) -> List[str]:
