@@ -13,3 +13,31 @@ def test_warm_over_cold_is_a_dash_where_nothing_was_compiled() -> None:
     real = CheckResult(nodeid="t.py::test_mlp", verdict="pass",
                        timings={"cold_s": 17.0, "warm_s": 2.5})
     assert report.row_cells(real)[1] == ("17.0", "2.5", "0.15")
+
+
+def _session(n_pass: int) -> list:
+    rows = [CheckResult(nodeid=f"t.py::test_ok[{i}]", verdict="pass", device="cpu")
+            for i in range(n_pass)]
+    rows.insert(3, CheckResult(nodeid="t.py::test_stale", verdict="fail", device="cpu"))
+    rows.append(CheckResult(nodeid="t.py::test_crash", verdict="error", device="cpu"))
+    rows.append(CheckResult(nodeid="t.py::test_na", verdict="n/a", via="aot", device="cpu",
+                            notes=["the aot path cannot take a test body"]))
+    return rows
+
+
+def test_failures_come_first_and_every_check_is_listed_without_q() -> None:
+    lines = report.summary_lines(_session(5))
+    names = [line.split()[0] for line in lines[1:9]]
+    assert names[:2] == ["t.py::test_stale", "t.py::test_crash"], lines
+    assert names[2:7] == [f"t.py::test_ok[{i}]" for i in range(5)]
+    assert not any(line.startswith("... and") for line in lines)
+
+
+def test_under_q_the_passes_fold_into_one_count() -> None:
+    lines = report.summary_lines(_session(200), quiet=True)
+    assert [line.split()[0] for line in lines[1:4]] == [
+        "t.py::test_stale", "t.py::test_crash", "t.py::test_na"], lines
+    assert lines[3].startswith("t.py::test_na [via aot] n/a")
+    assert "... and 200 more check(s): 200 passed (listed without -q)" in lines
+    assert len(lines) < 15, lines  # not one line a check
+    assert lines[-1].startswith("note: checks ran on CPU")

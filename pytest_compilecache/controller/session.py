@@ -325,7 +325,8 @@ class CompileCacheSession:
                                             red=True, bold=True)
             return
         terminalreporter.write_sep("=", "compile-cache summary")
-        for line in report.summary_lines(self.results):
+        quiet = int(self.config.getoption("verbose", 0) or 0) < 0
+        for line in report.summary_lines(self.results, quiet):
             terminalreporter.write_line(line)
         for nodeid in self.gone:
             terminalreporter.write_line(f"  gone      {nodeid} (in the baseline, not here)")

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import stat
+from collections import Counter
 from pathlib import Path
 from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
                     Tuple)
@@ -153,7 +154,38 @@ def summary_row(r: CheckResult) -> CheckResult:
         dynamo=r.dynamo)
 
 
-def summary_lines(results: Sequence[CheckResult]) -> List[str]:
+FOLDED = ("pass", "recorded")  # under -q, counted rather than listed
+
+
+def summary_lines(results: Sequence[CheckResult], quiet: bool = False) -> List[str]:
+    """The terminal summary: failing and erroring checks first, then the rest in the order
+    they ran; `quiet` (-q) folds the passing and recorded ones into one count, so that a
+    session of hundreds of checks shows what needs reading."""
+    if not results:
+        return []
+    first = [r for r in results if r.verdict in ("fail", "error")]
+    results = first + [r for r in results if r.verdict not in ("fail", "error")]
+    folded = [r for r in results if quiet and r.verdict in FOLDED]
+    if folded:
+        results = [r for r in results if r.verdict not in FOLDED]
+    lines = _table(results) + _folded_line(folded)
+    lines += _sections(results)
+    devices = sorted({r.device for r in [*results, *folded] if r.device})
+    if devices == ["cpu"]:
+        lines.append("note: checks ran on CPU (no CUDA device in the check process, or "
+                     "--compile-cache-device=cpu); Triton and GPU autotune layers were not exercised")
+    return lines
+
+
+def _folded_line(folded: Sequence[CheckResult]) -> List[str]:
+    if not folded:
+        return []
+    counts = Counter(r.verdict for r in folded)
+    said = " and ".join(f"{n} {'passed' if v == 'pass' else v}" for v, n in sorted(counts.items()))
+    return [f"... and {len(folded)} more check(s): {said} (listed without -q)"]
+
+
+def _table(results: Sequence[CheckResult]) -> List[str]:
     if not results:
         return []
     width = min(60, max(len("check"), *(len(r.label) for r in results)))
@@ -165,6 +197,13 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
         states, (cold, warm, q) = row_cells(r)
         cells = " ".join(f"{c:<8}" for c in states)
         lines.append(f"{name:<{width}} {r.verdict:<7} {cells} {cold:>7} {warm:>7} {q:>9}")
+    return lines
+
+
+def _sections(results: Sequence[CheckResult]) -> List[str]:
+    """What follows the table, for the checks it lists: the warm start by path, the
+    recompiles, the drift against the baseline."""
+    lines: List[str] = []
     paths = warm_start_by_path(results)
     if paths:
         widths = _widths(paths)
@@ -184,10 +223,6 @@ def summary_lines(results: Sequence[CheckResult]) -> List[str]:
             changed = changed_components(r.drift)
             lines.append(f"  {r.drift.get('status'):<9} {r.nodeid}" +
                          (f"  ({', '.join(changed[:6])})" if changed else ""))
-    devices = sorted({r.device for r in results if r.device})
-    if devices == ["cpu"]:
-        lines.append("note: checks ran on CPU (no CUDA device in the check process, or "
-                     "--compile-cache-device=cpu); Triton and GPU autotune layers were not exercised")
     return lines
 
 
