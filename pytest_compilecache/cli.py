@@ -224,7 +224,6 @@ class _BisectManifests:
         return found
 
 
-
 def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str,
             manifests: _BisectManifests) -> int:
     """`manifests.store`: where every manifest tested is, with its components."""

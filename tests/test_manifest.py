@@ -67,3 +67,19 @@ def test_changed_components_skip_accepted_graphs_and_name_structural_changes():
     added = mf.compare_check(BASE, entry(**{"fx_graph:0/0": same,
                                             "fx_graph:1/0": ("f9", [("gm", "g9", "c")])}))
     assert mf.changed_components(added) == ["graph added"]
+
+
+def test_an_equal_key_whose_digest_differs_is_no_drift_where_a_side_kept_only_its_digest():
+    """A lean report keeps a passing graph's digest only; the digest also covers the
+    printed values, which may differ where every hash is equal."""
+    from pytest_compilecache.judge import keys
+
+    head = entry(**{"fx_graph:0/0": ("f1", [("gm", "g1", "a\\nb = x * 2.0"),
+                                            ("inductor_config[x]", "c1", "True at 0x7f01")])})
+    lean = {"verdict": "pass", "graphs": {"fx_graph:0/0": {
+        "layer": "fx_graph", "key": "f1",
+        "components_digest": keys.components_digest(BASE["graphs"]["fx_graph:0/0"]["components"])}}}
+    assert mf.digest_of(lean["graphs"]["fx_graph:0/0"]) != mf.digest_of(head["graphs"]["fx_graph:0/0"])
+    assert mf.compare_check(lean, head, load_old=lambda row: None)["status"] == "unchanged"
+    # with both sides loaded, the hashes decide: equal here
+    assert mf.compare_check(BASE, head)["status"] == "unchanged"

@@ -125,3 +125,15 @@ def test_the_ledger_adds_the_workers_results_and_the_checks_without_one(tmp_path
     assert checks[2]["error"].splitlines()[-12:] == [f"line {i}" for i in range(28, 40)]
     controller.close()
     assert not tmp_path.exists()
+
+
+def test_a_spooled_result_removed_under_the_session_is_its_row_and_says_so(tmp_path) -> None:
+    spool = Spool(str(tmp_path))
+    spool.add(heavy("t.py::test_kept"))
+    spool.add(heavy("t.py::test_lost", "fail"))
+    (tmp_path / "check-000001.json").unlink()
+    kept, lost = list(spool.checks())
+    assert kept["graphs"] and not kept["problems"]
+    assert lost["nodeid"] == "t.py::test_lost" and lost["verdict"] == "fail"
+    assert lost["problems"][0].startswith("the full result was lost (")
+    assert "check-000001.json: FileNotFoundError" in lost["problems"][0]

@@ -280,23 +280,23 @@ class CompileCacheSession:
         self.history.close()
         if not self.role.reports:
             return  # an xdist worker: the controller reports
-        self.ledger.collect(self.spool)
-        if self.owned_lock_dir:
-            shutil.rmtree(self.owned_lock_dir, ignore_errors=True)
-        self.gone = self.history.gone_checks(self.results, self._collected_files,
-                                              self._deselected)
-        if exitstatus == pytest.ExitCode.INTERRUPTED:
-            from pytest_compilecache import lifetime
+        try:  # the results dir (every spooled result) goes whatever happens here
+            self.ledger.collect(self.spool)
+            if self.owned_lock_dir:
+                shutil.rmtree(self.owned_lock_dir, ignore_errors=True)
+            self.gone = self.history.gone_checks(self.results, self._collected_files,
+                                                  self._deselected)
+            if exitstatus == pytest.ExitCode.INTERRUPTED:
+                from pytest_compilecache import lifetime
 
-            self.interrupted = {"by": lifetime.received or "KeyboardInterrupt"}
-        self.ledger.account(self.spool, self.history.check_ids, self._deselected,
-                            self.interrupted["by"] if self.interrupted else None)
-        self.no_checks = None if (self.results or self.history.check_ids
-                                                    or self.ledger.collected) \
-            else NO_CHECKS
-        try:
+                self.interrupted = {"by": lifetime.received or "KeyboardInterrupt"}
+            self.ledger.account(self.spool, self.history.check_ids, self._deselected,
+                                self.interrupted["by"] if self.interrupted else None)
+            self.no_checks = None if (self.results or self.history.check_ids
+                                                        or self.ledger.collected) \
+                else NO_CHECKS
             self._write_report(exitstatus)
-        finally:  # the spooled results with it
+        finally:
             self.ledger.close()
 
     def _write_report(self, exitstatus: int) -> None:

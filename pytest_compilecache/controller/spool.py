@@ -59,5 +59,8 @@ class Spool:
                 continue
             try:
                 yield json.loads(full.read_text())
-            except (OSError, ValueError):  # removed under the session: its row at least
-                yield row.to_json()
+            except (OSError, ValueError) as e:  # removed under the session: its row, said
+                lost = row.to_json()
+                lost["problems"] = [f"the full result was lost ({full}: "
+                                    f"{type(e).__name__}); this is its summary row"]
+                yield lost

@@ -24,6 +24,7 @@ from pytest_compilecache.judge.keys import components_digest
 
 DIR = "components"
 MISSING = "missing"
+MAX_BYTES = 64 << 20  # one graph's components are ~100 KB; a copied store may hold anything
 
 
 class BadComponents(BadManifest):
@@ -56,9 +57,10 @@ class ComponentBlobs:
         p = self.path(digest)
         if self._read(p, digest)[1] is None:
             return digest
-        p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # 0700 before its contents
         with contextlib.suppress(OSError):
             os.chmod(self.root, 0o700)
+        p.parent.mkdir(mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
@@ -84,8 +86,11 @@ class ComponentBlobs:
     def _read(p: Path, digest: str) -> "tuple[Optional[List[Any]], Optional[str]]":
         """(the components, None), or (None, what is wrong with the file)."""
         try:
-            with gzip.open(p, "rb") as f:
-                data = json.loads(f.read().decode("utf-8"))
+            with gzip.open(p, "rb") as f:  # capped: a store may be a copied one
+                raw = f.read(MAX_BYTES + 1)
+            if len(raw) > MAX_BYTES:
+                return None, f"unpacks to over {MAX_BYTES >> 20} MiB: not components this writes"
+            data = json.loads(raw.decode("utf-8"))
         except FileNotFoundError:
             return None, f"{MISSING} (a store copied without its components/ directory?)"
         except (OSError, EOFError, zlib.error, ValueError) as e:  # truncated, not gzip, not JSON
