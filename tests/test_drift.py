@@ -137,8 +137,12 @@ def test_comment_only_change_has_no_drift(repo, tmp_path):
 def test_config_set_in_the_package_drifts_and_names_the_component(repo):
     path, shas = repo["path"], repo["shas"]
     git(path, "checkout", "-q", shas[2])
-    s = check_session(path, "--compile-cache-manifest-only", f"--compile-cache-baseline={shas[1]}")
+    # an allow-list that names another component accepts nothing here (the rule that
+    # accepts exactly the matching drift is unit-tested in test_manifest.py)
+    s = check_session(path, "--compile-cache-manifest-only", f"--compile-cache-baseline={shas[1]}",
+                      "--compile-cache-allow-drift=gm,triton_config[*]")
     assert s["ret"] == 1, s["out"][-3000:]
+    assert s["report"]["settings"]["allow_drift"] == ["gm", "triton_config[*]"]
     c = s["check"]
     assert c["verdict"] == "fail" and c["drift"]["status"] == "drifted"
     comps = {x["component"]: x for g in c["drift"]["graphs"] for x in g["components"]}
@@ -147,12 +151,6 @@ def test_config_set_in_the_package_drifts_and_names_the_component(repo):
     assert "gm" not in comps
     assert "inductor_config[epilogue_fusion]: True -> False" in s["out"]
     assert "explain the model" in s["out"]  # the baseline commit is named
-
-    # an allow-list accepts exactly that drift
-    ok = check_session(path, "--compile-cache-manifest-only", f"--compile-cache-baseline={shas[1]}",
-                       "--compile-cache-allow-drift=inductor_config[*]")
-    assert ok["ret"] == 0, ok["out"][-3000:]
-    assert ok["check"]["drift"]["status"] == "accepted"
 
 
 def test_graph_change_drifts_with_a_graph_code_diff(repo):
@@ -188,7 +186,14 @@ def test_deploy_scenario_fails_and_names_the_drifted_component(repo):
 
 
 def test_bisect_finds_the_first_drifting_commit(repo):
+    """GOOD's stored manifest also holds a check these arguments do not select (a session
+    that checked more): bisect compares the checks its arguments select, so it records
+    GOOD for them rather than ask every commit for the other check."""
     path, shas = repo["path"], repo["shas"]
+    (good,) = [f for f in (path / ".compilecache" / "manifests").rglob(f"{shas[0]}.json")]
+    stored = json.loads(good.read_text())
+    stored["checks"]["tests/test_net.py::test_other"] = stored["checks"][NODE]
+    good.write_text(json.dumps(stored))
     git(path, "checkout", "-q", shas[5])
     proc = run(path, "-m", "pytest_compilecache", "bisect", "--device", "cpu", shas[0], shas[5],
                "--", NODE)
@@ -197,34 +202,9 @@ def test_bisect_finds_the_first_drifting_commit(repo):
     assert f"first commit whose cache keys differ from {shas[0][:10]}: {shas[2]} \"tune inductor\"" in out
     assert "inductor_config[epilogue_fusion]: True -> False" in out
     assert "of 5 commits tested" in out
-
-
-TWO_TESTS = TEST + '''
-
-@pytest.mark.compile_cache
-def test_other(net):
-    ...
-'''
-
-
-def test_bisect_of_one_node_id_after_a_session_that_checked_more(tmp_path):
-    """A check session at A stored both checks; bisect is asked about one: it compares
-    the checks its arguments select, not every check A's stored manifest holds."""
-    path = tmp_path / "two"
-    path.mkdir()
-    git(path, "init", "-q")
-    a = commit(path, "first", {"pytest.ini": "[pytest]\npythonpath = .\n",
-                               "pkg/__init__.py": "", "pkg/model.py": MODEL,
-                               "tests/test_net.py": TWO_TESTS})
-    full = run(path, "-m", "pytest", "-p", "no:cacheprovider", "--compile-cache-check",
-               "--compile-cache-manifest-only")
-    assert full.returncode == 0, full.stdout[-3000:]
-    commit(path, "document", {"README.md": "a model\n"})
-    proc = run(path, "-m", "pytest_compilecache", "bisect", "--device", "cpu", "HEAD~1", "HEAD",
-               "--", NODE)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out[-3000:]  # no drift: the comment changed no key
-    assert f"no key drift between {a[:10]} and HEAD for {NODE}" in out, out[-3000:]
+    stored = json.loads(good.read_text())  # the later tests diff GOOD's manifest as it was
+    del stored["checks"]["tests/test_net.py::test_other"]
+    good.write_text(json.dumps(stored))
 
 
 def test_cli_show_and_diff_read_json_without_torch(repo):
