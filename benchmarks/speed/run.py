@@ -26,8 +26,8 @@ from typing import Dict, List
 
 HERE = Path(__file__).resolve().parent
 STAGES = ("startup", "setup", "s", "eager", "record", "exit")  # "s": compile+run
-# where setup and record go (ModelCase checks)
-DETAIL = ("setup_collect", "setup_fixtures", "setup_to_device", "setup_observe",
+# where start-up (the wait for the preloaded imports), setup and record go (ModelCase checks)
+DETAIL = ("wait", "setup_collect", "setup_fixtures", "setup_to_device", "setup_observe",
           "record_compare", "record_finish")
 
 
@@ -61,7 +61,8 @@ def split(report: Path) -> Dict[str, object]:
     data = json.loads(report.read_text())
     c = data["checks"][0]
     t = c["timings"]
-    out: Dict[str, object] = {"verdict": c["verdict"], "launch": c.get("launch")}
+    out: Dict[str, object] = {"verdict": c["verdict"], "launch": c.get("launch"),
+                              "timeline": data.get("timeline")}
     for phase in ("cold", "warm"):
         out[phase] = {st: t.get(f"{phase}_{st}" if st == "s" else f"{phase}_{st}_s")
                       for st in STAGES + DETAIL}

@@ -35,6 +35,7 @@ from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import Settings
 from pytest_compilecache.paths.base import WarmStartPath
 from pytest_compilecache.render import report
+from pytest_compilecache.timeline import Timeline
 
 MARKER = "compile_cache"
 PCH_DIR_ENV = "PYTEST_COMPILECACHE_PCH_DIR"
@@ -69,6 +70,8 @@ class CompileCacheSession:
         self.report_said: List[str] = []  # what writing it replaced (a symlink, a mode)
         self.ledger = Ledger(None)  # the controller's gets its results dir in configure
         self.progress = Progress()  # shows nothing until the session starts on a terminal
+        self.timeline = Timeline()  # where the session's wall time goes (the report's)
+        self.timeline.mark("configure")
 
     @property
     def store_path(self) -> Optional[Path]:
@@ -110,6 +113,7 @@ class CompileCacheSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The preloaded interpreters import torch while this process collects (not in
         an xdist controller, which runs no phase)."""
+        self.timeline.mark("sessionstart")
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and self.role is not Role.WORKER:
             out = getattr(getattr(reporter, "_tw", None), "_file", None)
@@ -125,9 +129,11 @@ class CompileCacheSession:
         root = types.SimpleNamespace(inductor=placeholder, triton=placeholder, tmp=placeholder)
         env = phase_env(os.environ, root, self.settings.threads, placeholder)  # type: ignore[arg-type]
         self.launcher.start(env, str(self.config.invocation_params.dir))
+        self.timeline.mark("lanes started")
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.timeline.mark("collected")
         self.history.check_ids = [i.nodeid for i in session.items if isinstance(i, CheckItem)]
         self._locations = {i.nodeid: {"file": i.location[0], "line": (i.location[1] or 0) + 1}
                            for i in session.items if isinstance(i, CheckItem)}
@@ -256,7 +262,10 @@ class CompileCacheSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.timeline.mark("sessionfinish")
         self.launcher.close()
+        self.timeline.add(getattr(self.launcher, "marks", ()))
+        self.timeline.mark("lanes closed")
         for path in self.__dict__.get("warm_start_paths") or []:  # those that ran
             path.close()
         if self.owned_pch_dir is not None:
@@ -286,6 +295,8 @@ class CompileCacheSession:
             data["exitstatus"] = int(exitstatus)
             data["interrupted"] = self.interrupted
             data["rootdir"] = str(self.config.rootpath)
+            self.timeline.mark("report")
+            data["timeline"] = self.timeline.to_json()
             described = self.history.describe_baseline()
             if described is not None:
                 data["baseline"] = described

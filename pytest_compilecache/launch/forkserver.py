@@ -49,6 +49,7 @@ from pytest_compilecache.launch.libraries import shadowed
 from pytest_compilecache.lifetime import (LAUNCHER_PID_ENV, PHASE_ENV, name_process,
                                          parent_death_signal)
 from pytest_compilecache.owndeps import plugin_only_modules
+from pytest_compilecache.timeline import process_start
 
 # a phase that a fork cannot start as a fresh interpreter would exits with this status
 # and says why on a line of its log; the launcher then starts it fresh
@@ -67,6 +68,11 @@ class Preloaded:
         self.copies: List[Dict[str, str]] = []  # where an import copied the whole environment
         self.stack: List[str] = []  # the compile stack's modules, once imported
         self.cuda = _CudaAsked()
+        # when this interpreter started and finished each import (the report's timeline)
+        self.marks: List[Tuple[str, float]] = [("started", process_start())]
+
+    def mark(self, name: str) -> None:
+        self.marks.append((name, time.time()))
 
     def base(self) -> None:
         """What every phase imports. What the plugin's own code and its own dependencies
@@ -137,7 +143,7 @@ class Preloaded:
                 "failed": self.failed, "problem": fork_problem(self.stack + self.extras),
                 "threads": native_threads(), "stack": self.stack, "redo": self.redo,
                 "copies": self.copies,
-                "cuda_asked": self.cuda.answer}
+                "cuda_asked": self.cuda.answer, "marks": self.marks}
 
     def phase_problem(self) -> Optional[str]:
         """In a forked phase, its environment in place: redo what the imports captured
@@ -284,8 +290,10 @@ def main(argv: List[str]) -> None:
     subreaper(True)  # what a phase orphans comes here, to be ended with the phase
     state = Preloaded()
     state.base()
+    state.mark("torch")
     if "--bare" not in argv:
         state.compile_stack()
+        state.mark("stack")
     base_path = list(sys.path)
     own = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
@@ -297,7 +305,9 @@ def main(argv: List[str]) -> None:
     for line in requests:
         req = json.loads(line)
         if "preload" in req:  # then say again what may differ, and whether forks are safe
+            state.mark("preload asked")
             state.more(req["preload"])
+            state.mark("preload done")
             say(state.hello())
             continue
         sys.stdout.flush()

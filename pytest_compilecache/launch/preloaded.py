@@ -136,6 +136,8 @@ class PreloadedLauncher:
         self.off: Optional[str] = None  # why no phase is forked any more
         self.extras: List[str] = []  # installed libraries the test modules import
         self.dropped: Optional[str] = None  # why the extras are not preloaded after all
+        # (name, time.time()): the interpreters' imports, the preloads sent (the timeline)
+        self.marks: List[Tuple[str, float]] = []
 
     def start(self, env: Mapping[str, str], cwd: str) -> None:
         """Start the preloaded interpreters now (they import while pytest collects)."""
@@ -153,6 +155,7 @@ class PreloadedLauncher:
         new = [m for m in dict.fromkeys(modules) if m not in self.extras]
         self.extras += new
         if new and self.dropped is None:
+            self.marks.append(("preload sent", time.time()))
             for server in self._lanes.values():
                 server.preload(new)
 
@@ -162,14 +165,17 @@ class PreloadedLauncher:
         asked = (time.perf_counter(), time.time())
         env = marked(env, argv, log_path)
         why = self.off or self._why_fresh(argv, env, cwd, lane)
+        waited = time.perf_counter() - asked[0]
         if why is None:
-            got = self._fork(self._lanes[lane % self.LANES], argv, env, cwd, log_path, timeout,
-                             asked)
+            server = self._lanes[lane % self.LANES]
+            self.marks += [(f"lane{lane % self.LANES} {name}", at)
+                           for name, at in (server.hello or {}).get("marks") or []]
+            got = self._fork(server, argv, env, cwd, log_path, timeout, asked)
             if not isinstance(got, str):
-                return got
+                return replace(got, waited_s=round(waited, 3))
             why = got
         launched = self.fresh.run(argv, env, cwd, log_path, timeout)
-        return replace(launched, fresh_because=why)
+        return replace(launched, fresh_because=why, waited_s=round(waited, 3))
 
     def _why_fresh(self, argv: Sequence[str], env: Mapping[str, str], cwd: str,
                    lane: int) -> Optional[str]:
