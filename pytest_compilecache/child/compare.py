@@ -11,11 +11,12 @@ Runs in the child with torch alone: no numpy (torch does not install it).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import math
 import re
-from typing import Any, Collection, Dict, List, Optional, Tuple
+from typing import Any, Collection, Dict, Iterator, List, Optional, Tuple
 
 Outputs = Dict[str, Any]  # name -> cpu tensor
 
@@ -35,6 +36,27 @@ USABLE_REL = 0.5
 # compute dtype of float32 convs/matmuls has a 10-bit mantissa.
 TF32_TOLERANCE = {"atol": 5e-3, "rtol": 5e-3}
 _GRAD = re.compile(r"(^|\.)grad\.")
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """The comparisons on one CPU thread, the phase's thread count back afterwards. They
+    run on CPU copies of the outputs while a warm phase's compile workers are often still
+    starting on every core, and torch's intra-op threads then wait for one another: on an
+    H100 (resnet18 training, 16 threads) 126 `assert_close` calls took 2.4 s of the warm
+    phase's 3.2 s of comparisons, a tenth of that in the cold phase; on a loaded 2-core
+    machine all of resnet18's comparisons took 17-27 s on 2 threads, 2.3 s on one. Only
+    the comparisons: the eager and float64 runs keep the phase's thread count."""
+    import torch
+
+    n = torch.get_num_threads()
+    if n > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if n > 1:
+            torch.set_num_threads(n)
 
 
 def raw_bytes(t: Any) -> bytes:
