@@ -31,6 +31,7 @@ from pytest_compilecache.controller.role import Role, role_of
 from pytest_compilecache.isolation import CacheRoot, phase_env
 from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher, pytest_child_flags
 from pytest_compilecache.launch.preloaded import PreloadedLauncher
+from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import Settings
 from pytest_compilecache.paths.base import WarmStartPath
@@ -50,7 +51,8 @@ class CompileCacheSession:
         self.settings = settings
         self.role = role_of(config)
         self.launcher: Launcher = launcher or (
-            PreloadedLauncher() if settings.launcher == "preloaded" else SubprocessLauncher())
+            PreloadedLauncher(LauncherState.chosen(settings.launcher_state, str(config.rootpath)))
+            if settings.launcher == "preloaded" else SubprocessLauncher())
         self.said_dropped = False  # the launcher's missing preload is said once per session
         self.results: List[CheckResult] = []
         self.history = KeyHistory(config, settings)
