@@ -178,11 +178,11 @@ class ChildPlugin:
         self.mark("random_probe_start")
         try:
             probe = run(randomness.PROBE_SEED)
-            with compare.one_thread():
+            with compare.comparing(self.device):
                 changed = any(compare.digest(t) != compare.digest(probe[n])
                               for n, t in eager.items() if n in probe)
             again = run(randomness.REFERENCE_SEED) if changed else None
-            with compare.one_thread():
+            with compare.comparing(self.device):
                 return randomness.seed_dependent(eager, probe, again)
         except Exception as e:
             self.result["random_note"] = ("could not tell which tensors depend on random draws "
@@ -216,7 +216,7 @@ class ChildPlugin:
                 random: Optional[List[Dict[str, Any]]] = None) -> None:
         self.mark("eager_end")
         try:
-            with compare.one_thread():
+            with compare.comparing(self.device):
                 self._compare(compiled, eager, eager_note, ref, ref_note, random or [])
         except InternalError:
             pass  # recorded in self.result; the session reports the check as an error
