@@ -31,10 +31,12 @@ from pytest_compilecache.controller.role import Role, role_of
 from pytest_compilecache.isolation import CacheRoot, phase_env
 from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher, pytest_child_flags
 from pytest_compilecache.launch.preloaded import PreloadedLauncher
+from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import Settings
 from pytest_compilecache.paths.base import WarmStartPath
 from pytest_compilecache.render import report
+from pytest_compilecache.timeline import Timeline
 
 MARKER = "compile_cache"
 PCH_DIR_ENV = "PYTEST_COMPILECACHE_PCH_DIR"
@@ -49,7 +51,8 @@ class CompileCacheSession:
         self.settings = settings
         self.role = role_of(config)
         self.launcher: Launcher = launcher or (
-            PreloadedLauncher() if settings.launcher == "preloaded" else SubprocessLauncher())
+            PreloadedLauncher(LauncherState.chosen(settings.launcher_state, str(config.rootpath)))
+            if settings.launcher == "preloaded" else SubprocessLauncher())
         self.said_dropped = False  # the launcher's missing preload is said once per session
         self.history = KeyHistory(config, settings)
         self.owned_pch_dir: Optional[Path] = None  # made by this controller; removed at the end
@@ -69,6 +72,8 @@ class CompileCacheSession:
         self.ledger = Ledger(None)  # the controller's gets its results dir in configure
         self.spool = Spool(None)  # and its checks go there as they finish
         self.progress = Progress()  # shows nothing until the session starts on a terminal
+        self.timeline = Timeline()  # where the session's wall time goes (the report's)
+        self.timeline.mark("configure")
 
     @property
     def results(self) -> List[CheckResult]:
@@ -115,6 +120,7 @@ class CompileCacheSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The preloaded interpreters import torch while this process collects (not in
         an xdist controller, which runs no phase)."""
+        self.timeline.mark("sessionstart")
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and self.role is not Role.WORKER:
             out = getattr(getattr(reporter, "_tw", None), "_file", None)
@@ -130,9 +136,11 @@ class CompileCacheSession:
         root = types.SimpleNamespace(inductor=placeholder, triton=placeholder, tmp=placeholder)
         env = phase_env(os.environ, root, self.settings.threads, placeholder)  # type: ignore[arg-type]
         self.launcher.start(env, str(self.config.invocation_params.dir))
+        self.timeline.mark("lanes started")
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.timeline.mark("collected")
         self.history.check_ids = [i.nodeid for i in session.items if isinstance(i, CheckItem)]
         self._locations = {i.nodeid: {"file": i.location[0], "line": (i.location[1] or 0) + 1}
                            for i in session.items if isinstance(i, CheckItem)}
@@ -267,11 +275,16 @@ class CompileCacheSession:
         described = self.history.describe_baseline()
         if described is not None:
             data["baseline"] = described
+        self.timeline.mark("report")
+        data["timeline"] = self.timeline.to_json()
         return data
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.timeline.mark("sessionfinish")
         self.launcher.close()
+        self.timeline.add(getattr(self.launcher, "marks", ()))
+        self.timeline.mark("lanes closed")
         for path in self.__dict__.get("warm_start_paths") or []:  # those that ran
             path.close()
         if self.owned_pch_dir is not None:
