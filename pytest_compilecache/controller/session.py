@@ -35,7 +35,7 @@ from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import Settings
 from pytest_compilecache.paths.base import WarmStartPath
-from pytest_compilecache.render import report
+from pytest_compilecache.render import report, terminal
 from pytest_compilecache.timeline import Timeline
 
 MARKER = "compile_cache"
@@ -77,7 +77,7 @@ class CompileCacheSession:
 
     @property
     def results(self) -> List[CheckResult]:
-        """Every check's summary row (report.summary_row); the results are spooled."""
+        """Every check's summary row (CheckResult.summary_row); the results are spooled."""
         return self.spool.rows
 
     @property
@@ -307,7 +307,7 @@ class CompileCacheSession:
                                 self.interrupted["by"] if self.interrupted else None)
             self.no_checks = None if (self.results or self.history.check_ids
                                                         or self.ledger.collected) \
-                else NO_CHECKS
+                else terminal.NO_CHECKS
             self._write_report(exitstatus)
         finally:
             self.ledger.close()
@@ -327,43 +327,13 @@ class CompileCacheSession:
             self.ledger.failed_report(report.nodeid, report.longreprtext or "")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.role.reports:
-            return
-        if self.no_checks:
-            terminalreporter.write_sep("=", "compile-cache: no check ran", yellow=True, bold=True)
-            terminalreporter.write_line(self.no_checks, yellow=True)
-        if not self.results:
-            if self.report_problem:
-                terminalreporter.write_line(f"report NOT written: {self.report_problem}",
-                                            red=True, bold=True)
-            return
-        terminalreporter.write_sep("=", "compile-cache summary")
-        quiet = int(self.config.getoption("verbose", 0) or 0) < 0
-        for line in report.summary_lines(self.results, quiet):
-            terminalreporter.write_line(line)
-        for nodeid in self.gone:
-            terminalreporter.write_line(f"  gone      {nodeid} (in the baseline, not here)")
-        for path in sorted(self.manifest_paths):
-            terminalreporter.write_line(f"key manifest: {path}")
-        kept = [r for r in self.results if r.cache_root]
-        if kept:
-            where = f" --root {self.settings.root}" if self.settings.root else ""
-            terminalreporter.write_line(f"{len(kept)} cache root(s) kept for inspection; "
-                                        f"`pytest-compilecache clean{where}` removes them "
-                                        f"once they are an hour old (--min-age 0: now)")
-        if self.report_problem:
-            terminalreporter.write_line(f"report NOT written: {self.report_problem}", red=True,
-                                        bold=True)
-        elif self.settings.report:
-            terminalreporter.write_line(f"report written to {self.settings.report}")
-            for line in self.report_said:
-                terminalreporter.write_line(f"  note: {line}", yellow=True)
-
-
-NO_CHECKS = ("--compile-cache-check selected no check: no collected test carries the "
-             "compile_cache marker (mark a test or its module with "
-             "@pytest.mark.compile_cache, in the file or in a conftest's "
-             "pytest_collection_modifyitems; -k, -m and --compile-cache-shard can leave none)")
+        if self.role.reports:
+            terminal.write_summary(
+                terminalreporter, self.results,
+                quiet=int(self.config.getoption("verbose", 0) or 0) < 0,
+                no_checks=self.no_checks, gone=self.gone, manifests=self.manifest_paths,
+                root=self.settings.root, report=self.settings.report,
+                report_problem=self.report_problem, report_said=self.report_said)
 
 
 def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSession:
