@@ -330,3 +330,23 @@ def test_a_crash_after_pytests_footer_stays_in_the_tail():
                      "UserWarning: x", "Fatal Python error: Segmentation fault",
                      "Current thread 0x1 (most recent call first):", '  File "teardown.py"'])
     assert "Fatal Python error: Segmentation fault" in useful_tail(log)
+
+
+def test_a_launcher_state_others_could_write_is_neither_read_nor_written(tmp_path):
+    """Its bytecode is code and its list names imports: a directory open to other users
+    (or under one they could swap) is ignored, and the launcher goes on without it."""
+    state = LauncherState(tmp_path / "state", str(tmp_path))
+    state.keep_preloads(["fsspec"])
+    assert state.trusted() and state.preloads() == ["fsspec"]
+    assert state.bytecode_dir() is not None and (tmp_path / "state").stat().st_mode & 0o777 == 0o700
+    (tmp_path / "state").chmod(0o777)
+    assert not state.trusted() and state.preloads() == [] and state.bytecode_dir() is None
+    state.keep_preloads(["json"])
+    (tmp_path / "state").chmod(0o700)
+    assert state.preloads() == ["fsspec"]  # nothing written while it was open
+    (tmp_path / "state").chmod(0o700)
+    tmp_path.chmod(0o777)  # a parent anyone may write, without the sticky bit
+    try:
+        assert not state.trusted() and state.preloads() == []
+    finally:
+        tmp_path.chmod(0o700)

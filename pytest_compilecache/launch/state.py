@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -51,8 +52,24 @@ class LauncherState:
             return None
         return cls(Path(setting) if setting else default_dir(), rootdir)
 
+    def trusted(self) -> bool:
+        """Bytecode is code and the preload list names what to import: the directory is
+        used only where no one else could have written it (made 0700 here, or one this
+        user owns that is closed to others, under parents no one else can swap)."""
+        from pytest_compilecache.isolation import unsafe_parent
+
+        try:
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = os.lstat(self.path)
+        except OSError:
+            return False
+        return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+                and not st.st_mode & 0o022 and unsafe_parent(self.path) is None)
+
     def preloads(self) -> List[str]:
         """The libraries the last session with this interpreter and rootdir preloaded."""
+        if not self.trusted():
+            return []
         try:
             data = json.loads(self.list_path.read_text())
         except (OSError, ValueError):
@@ -63,6 +80,8 @@ class LauncherState:
     def keep_preloads(self, modules: List[str]) -> None:
         from pytest_compilecache.files import write_json_atomic
 
+        if not self.trusted():
+            return
         with contextlib.suppress(OSError):
             write_json_atomic(self.list_path, {"python": sys.executable, "modules": modules})
             lists = sorted(self.list_path.parent.glob("*.json"), key=_mtime, reverse=True)
@@ -72,6 +91,8 @@ class LauncherState:
     def bytecode_dir(self) -> Optional[Path]:
         """Where the preloaded interpreters keep bytecode; None where it cannot be made."""
         where = self.path / "bytecode"
+        if not self.trusted():
+            return None
         try:
             where.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError:
