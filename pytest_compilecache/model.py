@@ -63,6 +63,24 @@ class CheckResult:
             self.verdict = "fail"
         return self
 
+    def summary_row(self) -> "CheckResult":
+        """What the end of a session reads of a check (the terminal summary, the kept
+        cache roots, the environment a baseline's gone checks are looked up in, the
+        report's counts): the rest of the result is on disk (controller/spool.py)."""
+        drift: Dict[str, Any] = {k: self.drift[k] for k in ("status", "base") if k in self.drift}
+        if self.drift.get("graphs"):
+            drift["graphs"] = [{"change": g.get("change"), "accepted": g.get("accepted"),
+                                "components": [{"component": c["component"]}
+                                               for c in g.get("components", [])]}
+                               for g in self.drift["graphs"]]
+        return CheckResult(
+            nodeid=self.nodeid, verdict=self.verdict, device=self.device,
+            device_name=self.device_name, versions=self.versions, via=self.via,
+            cache_root=self.cache_root, notes=self.notes[:1] if self.verdict == "n/a" else [],
+            drift=drift, layers={n: LayerVerdict(state=lv.state) for n, lv in self.layers.items()},
+            timings={k: self.timings[k] for k in ("cold_s", "warm_s") if k in self.timings},
+            dynamo=self.dynamo)
+
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)
 

@@ -157,6 +157,12 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "imported torch and pytest, as fresh as a restart for torch's caches; a phase a fork "
      "cannot start so runs fresh, with a note saying why) or fresh (a new interpreter "
      "per phase)"),
+    ("launcher-state", "string", None, str,
+     "directory where the preloaded launcher keeps what makes the next session's "
+     "interpreters ready sooner: the installed libraries this session's tests imported, "
+     "and, where Python writes no bytecode (PYTHONDONTWRITEBYTECODE), the bytecode of what "
+     "its interpreters import (default: $XDG_CACHE_HOME/pytest-compilecache, else "
+     "~/.cache/pytest-compilecache; 'none' keeps nothing)"),
     ("threads", "string", None, parse_threads,
      "CPU thread count fixed for both phases (OMP_NUM_THREADS; part of the cache key on "
      "torch 2.13); default: OMP_NUM_THREADS or the core count"),
@@ -192,7 +198,8 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "(internal) JSON file listing the node ids a recording session runs"),
 )
 # what --help shows after "=" where the option's last word would not say it
-_METAVARS = {"jobs-per-gpu": "K", "launcher": "preloaded|fresh", "via": "PATHS", "redis": "HOST:PORT",
+_METAVARS = {"jobs-per-gpu": "K", "launcher": "preloaded|fresh", "launcher-state": "DIR|none",
+             "via": "PATHS", "redis": "HOST:PORT",
              "job-id": "inherit|per-check|VALUE", "baseline": "REF",
              "allow-drift": "PATTERNS",
              "shard": "I/N", "shard-times": "REPORT", "select": "FILE",
@@ -286,6 +293,7 @@ class Settings:
     via: Tuple[str, ...] = ("local",)
     redis: Optional[str] = None
     launcher: str = "preloaded"
+    launcher_state: Optional[str] = None  # None: the default dir; "none": nothing kept
 
     @classmethod
     def from_config(cls, config: Any) -> "Settings":
@@ -307,8 +315,8 @@ class Settings:
         # paths are the invocation dir's, fixed now: a test module that chdirs at import
         # must not move the cache roots, the report or the locks
         here = str(getattr(getattr(config, "invocation_params", None), "dir", "") or os.getcwd())
-        for dest in ("root", "report", "lock_dir", "shard_times"):
-            if values.get(dest):
+        for dest in ("root", "report", "lock_dir", "shard_times", "launcher_state"):
+            if values.get(dest) and values[dest].strip().lower() != "none":
                 values[dest] = os.path.normpath(os.path.join(here, os.path.expanduser(values[dest])))
         for name, _ in _FLAGS:
             dest = name.replace("-", "_")

@@ -11,6 +11,17 @@ from typing import Any, Dict, Optional
 
 pytest_plugins = ["pytester"]
 
+# What the preloaded launcher keeps between sessions (launch/state.py) goes to a dir of
+# this test run's, not the user's ~/.cache; each model repo has a rootdir of its own, so
+# no test sees another's preload list.
+if not os.environ.get("PYTEST_XDIST_WORKER"):
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="compilecache-tests-xdg-")
+    atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
+
 # One tiny model module shared by the model repos the tests build.
 MODELS = '''
 import torch

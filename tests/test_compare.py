@@ -135,3 +135,30 @@ def test_random_tensors_skip_eager_and_meet_the_noise_floor_warm_vs_cold() -> No
     far = compare.compare_with_cold({"output": other_mask}, {"output": out}, None,
                                     random={"output"})
     assert not far["ok"] and "changes with the random seed" in far["mismatches"][0]["message"]
+
+
+def test_comparisons_run_on_one_thread_and_give_the_phase_its_threads_back() -> None:
+    """A warm phase compares while its compile workers start on every core: torch's
+    intra-op threads would wait for one another there (compare.comparing); without CUDA
+    the tensors stay where they are."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+        ref = torch.randn(4096, dtype=torch.float64)
+        with compare.comparing("cuda"):  # no CUDA initialised here: the CPU
+            seen.append(torch.get_num_threads())
+            t = torch.ones(2)
+            assert compare.on_compare_device(t, None) == (t, None)
+            out = compare.compare_with_eager({"grad.w": _noisy(ref, 1e-3, 1)},
+                                             {"grad.w": _noisy(ref, 1e-3, 2)}, {"grad.w": ref})
+        assert seen == [1] and out["ok"]
+        assert torch.get_num_threads() == 2
+        try:  # back after a comparison that raised, too
+            with compare.comparing("cpu"):
+                raise ValueError
+        except ValueError:
+            pass
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 import pytest
 
 from conftest import RepoRun, run_repo
 from pytest_compilecache.launch.libraries import installed_libraries
 from pytest_compilecache.launch.preloaded import PreloadedLauncher, differs_at_import
+from pytest_compilecache.launch.state import LauncherState, default_dir
 
 TESTS = '''
 import os
@@ -169,11 +170,35 @@ def test_the_compile_stack_is_preloaded_and_each_phase_gets_its_own_precompile_d
     assert (tmp_path / "phase-inductor").is_dir()
 
 
-def _fork_one_phase(tmp_path: Path, env: Dict[str, str],
-                    preload: Sequence[str] = ()) -> PreloadedLauncher:
+def test_the_last_sessions_libraries_are_preloaded_at_start_and_bytecode_kept_aside(
+        tmp_path: Path) -> None:
+    """A session keeps what its interpreters preloaded; the next one's import it as they
+    start, before anything is collected. Where Python writes no bytecode, the preloaded
+    interpreters keep theirs in the launcher's dir, and a phase gets the interpreter's own
+    settings back (it compiles and writes as a restart does)."""
+    state = LauncherState(tmp_path / "state", str(tmp_path))
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    _fork_one_phase(tmp_path, env, preload=["fsspec"], state=state)
+    assert "fsspec" in state.preloads()
+    assert list((tmp_path / "state" / "bytecode").rglob("torch/__init__.*.pyc"))
+    (tmp_path / "test_x.py").write_text(
+        "import sys\n"
+        "AT_IMPORT = 'fsspec' in sys.modules\n\n"
+        "def test_x():\n"
+        "    assert AT_IMPORT\n"
+        "    assert sys.pycache_prefix is None and sys.dont_write_bytecode\n")
+    launcher = _fork_one_phase(tmp_path, env, state=state)
+    assert launcher.needed == [] and "fsspec" in state.preloads()  # kept while it imports
+    off = LauncherState.chosen("none", str(tmp_path))
+    assert off is None and LauncherState.chosen(None, str(tmp_path)).path == default_dir()
+
+
+def _fork_one_phase(tmp_path: Path, env: Dict[str, str], preload: Sequence[str] = (),
+                    state: Optional[LauncherState] = None) -> PreloadedLauncher:
     """`pytest test_x.py` in `tmp_path` as one phase of a preloaded launcher (closed
     after), which must fork it and see it pass."""
-    launcher = PreloadedLauncher()
+    launcher = PreloadedLauncher(state)
     launcher.preload(preload)
     try:
         got = launcher.run(["-m", "pytest", "-p", "no:cacheprovider", "test_x.py"], env,
@@ -305,3 +330,23 @@ def test_a_crash_after_pytests_footer_stays_in_the_tail():
                      "UserWarning: x", "Fatal Python error: Segmentation fault",
                      "Current thread 0x1 (most recent call first):", '  File "teardown.py"'])
     assert "Fatal Python error: Segmentation fault" in useful_tail(log)
+
+
+def test_a_launcher_state_others_could_write_is_neither_read_nor_written(tmp_path):
+    """Its bytecode is code and its list names imports: a directory open to other users
+    (or under one they could swap) is ignored, and the launcher goes on without it."""
+    state = LauncherState(tmp_path / "state", str(tmp_path))
+    state.keep_preloads(["fsspec"])
+    assert state.trusted() and state.preloads() == ["fsspec"]
+    assert state.bytecode_dir() is not None and (tmp_path / "state").stat().st_mode & 0o777 == 0o700
+    (tmp_path / "state").chmod(0o777)
+    assert not state.trusted() and state.preloads() == [] and state.bytecode_dir() is None
+    state.keep_preloads(["json"])
+    (tmp_path / "state").chmod(0o700)
+    assert state.preloads() == ["fsspec"]  # nothing written while it was open
+    (tmp_path / "state").chmod(0o700)
+    tmp_path.chmod(0o777)  # a parent anyone may write, without the sticky bit
+    try:
+        assert not state.trusted() and state.preloads() == []
+    finally:
+        tmp_path.chmod(0o700)

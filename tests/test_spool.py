@@ -5,13 +5,15 @@ worker files join the spool. The memory it saves is measured by
 benchmarks/scale/memory.py, not here."""
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
 
-from pytest_compilecache.controller.ledger import Ledger
+from pytest_compilecache.controller import ledger
+from pytest_compilecache.controller.ledger import UNPUBLISHED, Ledger, Unpublished
 from pytest_compilecache.controller.spool import Spool
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.render import report
@@ -36,7 +38,7 @@ def heavy(nodeid: str, verdict: str = "pass") -> CheckResult:
 @pytest.mark.parametrize("name", REPORTS)
 def test_rows_print_the_summary_the_results_print(name) -> None:
     results = results_of(name)
-    rows = [report.summary_row(r) for r in results]
+    rows = [r.summary_row() for r in results]
     assert report.summary_lines(rows) == report.summary_lines(results)
     assert [r.cache_root for r in rows] == [r.cache_root for r in results]
 
@@ -45,7 +47,7 @@ def test_a_n_a_row_keeps_the_note_the_summary_quotes_and_a_row_is_small() -> Non
     r = heavy("t.py::test_a", "n/a")
     r.notes = ["this torch has no mega-cache", "another note"]
     r.via = "mega"
-    row = report.summary_row(r)
+    row = r.summary_row()
     assert row.notes == ["this torch has no mega-cache"] and row.via == "mega"
     assert report.summary_lines([row]) == report.summary_lines([r])
     assert len(json.dumps(row.to_json())) < 1_500 < len(json.dumps(r.to_json())) // 100
@@ -137,3 +139,26 @@ def test_a_spooled_result_removed_under_the_session_is_its_row_and_says_so(tmp_p
     assert lost["nodeid"] == "t.py::test_lost" and lost["verdict"] == "fail"
     assert lost["problems"][0].startswith("the full result was lost (")
     assert "check-000001.json: FileNotFoundError" in lost["problems"][0]
+
+
+def test_a_worker_whose_result_cannot_be_written_names_the_disk_not_a_crash(
+        tmp_path, monkeypatch) -> None:
+    worker = Ledger(str(tmp_path))
+    worker.publish("started", {"nodeid": "t.py::test_full"})
+
+    def full_disk(path: Path, data: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ledger, "write_json_atomic", full_disk)
+    with pytest.raises(Unpublished) as raised:
+        worker.publish("result", heavy("t.py::test_full").to_json())
+    monkeypatch.undo()
+    # the worker's test fails with that line; the controller's account quotes it
+    controller, spool = Ledger(str(tmp_path)), Spool(None)
+    controller.failed_report("t.py::test_full", f"Traceback ...\nE   {raised.value}\n")
+    controller.collect(spool)
+    controller.account(spool, [], set(), interrupted_by=None)
+    (row,) = spool.rows
+    assert row.verdict == "error" and row.error.startswith(UNPUBLISHED), row.error
+    assert "out of memory" not in row.error and str(tmp_path) in row.error
+    assert "the disk is full" in row.error

@@ -2,6 +2,7 @@
 
     python benchmarks/speed/run.py [--rounds 2] [--models resnet18_train,...]
                                    [--launchers preloaded,fresh] [--out DIR]
+                                   [--trees before=DIR,after=DIR]
 
 Per round and model, in an order that alternates between rounds: the hand-written pair
 (`cold_warm.py` twice over one fresh cache dir, TORCH_COMPILE_JOB_ID set, normal exits)
@@ -22,12 +23,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 STAGES = ("startup", "setup", "s", "eager", "record", "exit")  # "s": compile+run
-# where setup and record go (ModelCase checks)
-DETAIL = ("setup_collect", "setup_fixtures", "setup_to_device", "setup_observe",
+# where start-up (the wait for the preloaded imports), setup and record go (ModelCase checks)
+DETAIL = ("wait", "setup_collect", "setup_fixtures", "setup_to_device", "setup_observe",
           "record_compare", "record_finish")
 
 
@@ -45,15 +46,24 @@ def hand_pair(model: str, log: Path) -> float:
     return wall
 
 
-def plugin(model: str, launcher: str, report: Path, log: Path) -> float:
+def plugin(model: str, launcher: str, report: Path, log: Path,
+           tree: Optional[str] = None) -> float:
+    """One plugin session; `tree`: the plugin's code from that checkout (first on
+    PYTHONPATH), so that two versions run in one call on the same card."""
     argv = [sys.executable, "-m", "pytest", str(HERE / "test_speed_models.py") + f"::test_{model}",
             "-p", "no:cacheprovider", "-q", "--compile-cache-check", "--compile-cache-store=none",
             f"--compile-cache-launcher={launcher}", f"--compile-cache-report={report}"]
-    if os.environ.get("SPEED_PLUGIN_BY_NAME"):
+    env = dict(os.environ)
+    if tree:
+        env["PYTHONPATH"] = os.pathsep.join([tree] + ([env["PYTHONPATH"]]
+                                                     if env.get("PYTHONPATH") else []))
+    if os.environ.get("SPEED_PLUGIN_BY_NAME"):  # else its entry point imports the tree's
         argv[3:3] = ["-p", "pytest_compilecache.plugin"]
     t0 = time.perf_counter()
     with open(log, "a") as f:
-        subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=HERE)
+        f.write(f"== {model} {launcher} {tree or ''}\n")
+        f.flush()
+        subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=HERE, env=env)
     return time.perf_counter() - t0
 
 
@@ -61,7 +71,8 @@ def split(report: Path) -> Dict[str, object]:
     data = json.loads(report.read_text())
     c = data["checks"][0]
     t = c["timings"]
-    out: Dict[str, object] = {"verdict": c["verdict"], "launch": c.get("launch")}
+    out: Dict[str, object] = {"verdict": c["verdict"], "launch": c.get("launch"),
+                              "timeline": data.get("timeline")}
     for phase in ("cold", "warm"):
         out[phase] = {st: t.get(f"{phase}_{st}" if st == "s" else f"{phase}_{st}_s")
                       for st in STAGES + DETAIL}
@@ -79,22 +90,34 @@ def main() -> None:
     ap.add_argument("--models", default="resnet18_train,resnet152_ro,gpt2_inference")
     ap.add_argument("--launchers", default="preloaded,fresh")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/speed"))
+    ap.add_argument("--first-round", type=int, default=0,
+                    help="number the rounds from here (the order alternates by it): a run "
+                         "cut short goes on where it stopped")
+    ap.add_argument("--trees", default="",
+                    help="NAME=DIR,...: each launcher once per checkout of the plugin (its "
+                         "code by PYTHONPATH), e.g. before=/x/old,after=. (before/after "
+                         "in one run, on one card)")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    models, launchers = a.models.split(","), a.launchers.split(",")
+    models = a.models.split(",")
+    trees = dict(t.split("=", 1) for t in a.trees.split(",") if t)
+    launchers = [f"{k}@{t}" for t in trees for k in a.launchers.split(",")] if trees \
+        else a.launchers.split(",")
     walls: Dict[str, Dict[str, List[float]]] = {m: {} for m in models}
     splits: Dict[str, Dict[str, List[object]]] = {m: {} for m in models}
     log = out / "speed.log"
-    for r in range(a.rounds):
+    for r in range(a.first_round, a.first_round + a.rounds):
         for m in models:
             kinds = ["pair"] + launchers
             for kind in (kinds if r % 2 == 0 else kinds[::-1]):
                 if kind == "pair":
                     w = hand_pair(m, log)
                 else:
-                    rep = out / f"{m}-{kind}-{r}.json"
-                    w = plugin(m, kind, rep, log)
+                    rep = out / f"{m}-{kind.replace('@', '-')}-{r}.json"
+                    launcher, _, tree = kind.partition("@")
+                    w = plugin(m, launcher, rep, log,
+                               str(Path(trees[tree]).resolve()) if tree else None)
                     if rep.exists():
                         sp = split(rep)
                         procs = [sp[ph]["process"] for ph in ("cold", "warm")]  # type: ignore[index]
@@ -104,6 +127,8 @@ def main() -> None:
                         splits[m].setdefault(kind, []).append(sp)
                 walls[m].setdefault(kind, []).append(w)
                 print(f"round {r} {m} {kind}: {w:.1f} s", flush=True)
+                (out / "speed.json").write_text(json.dumps({"walls": walls, "splits": splits},
+                                                           indent=1))  # a cut run keeps it
                 if kind != "pair" and splits[m].get(kind):  # as it goes: a cut run keeps it
                     print(f"    {json.dumps(splits[m][kind][-1])}", flush=True)
     print("\nmodel | hand-written pair s | " + " | ".join(f"plugin {k} s | ratio {k}"
@@ -116,6 +141,12 @@ def main() -> None:
             ratios = [x / p for x, p in zip(xs, pair)]
             cells += [describe(xs), describe(ratios) if ratios else "-"]
         print(f"{m} | " + " | ".join(cells))
+    print("\nper round: model kind: plugin s / pair s = ratio")
+    for m in models:
+        pair = walls[m].get("pair", [])
+        for k in launchers:
+            print(f"{m} {k}: " + "; ".join(f"round {r} {x:.1f} / {p:.1f} = {x / p:.3f}"
+                                           for r, (x, p) in enumerate(zip(walls[m].get(k, []), pair))))
     print("\nphase split (median s): model launcher phase: process = startup + setup + "
           "compile+run + eager + record + exit")
     for m in models:

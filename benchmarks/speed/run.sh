@@ -8,7 +8,10 @@ case "${1:-}" in
   start)
     shift
     mkdir -p "$res"
-    pip install -q --no-build-isolation --no-deps -e . >"$res/install.log" 2>&1 || cat "$res/install.log"
+    case " $* " in
+      *" --trees "*) ;;  # each tree's plugin by PYTHONPATH and name: nothing installed
+      *) pip install -q --no-build-isolation --no-deps -e . >"$res/install.log" 2>&1 || cat "$res/install.log" ;;
+    esac
     if [ -z "${TRITON_PTXAS_PATH:-}" ]; then  # as benchmarks/gpu_acceptance/run.sh
       ptxas=$(python -c "import pathlib, torch; print(pathlib.Path(torch.__file__).parent / 'bin' / 'ptxas')")
       [ -x "$ptxas" ] && export TRITON_PTXAS_PATH=$ptxas
@@ -22,6 +25,7 @@ case "${1:-}" in
     deadline=$((SECONDS + ${2:-540}))
     while kill -0 "$(cat "$res/pid")" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 5; done
     kill -0 "$(cat "$res/pid")" 2>/dev/null && echo "still running" || echo "finished"
-    cp "$res"/*.json "$res"/*.log "${OUT:-/tmp/out}/" 2>/dev/null
+    # what comes back from the device is at most 8 files: speed.json holds every report's split
+    cp "$res"/speed.json "$res"/run.log "$res"/speed.log "${OUT:-/tmp/out}/" 2>/dev/null
     cat "$res/run.log" ;;
 esac

@@ -178,10 +178,12 @@ class ChildPlugin:
         self.mark("random_probe_start")
         try:
             probe = run(randomness.PROBE_SEED)
-            changed = any(compare.digest(t) != compare.digest(probe[n])
-                          for n, t in eager.items() if n in probe)
+            with compare.comparing(self.device):
+                changed = any(compare.digest(t) != compare.digest(probe[n])
+                              for n, t in eager.items() if n in probe)
             again = run(randomness.REFERENCE_SEED) if changed else None
-            return randomness.seed_dependent(eager, probe, again)
+            with compare.comparing(self.device):
+                return randomness.seed_dependent(eager, probe, again)
         except Exception as e:
             self.result["random_note"] = ("could not tell which tensors depend on random draws "
                                           "(the eager reference failed under another seed): "
@@ -214,7 +216,8 @@ class ChildPlugin:
                 random: Optional[List[Dict[str, Any]]] = None) -> None:
         self.mark("eager_end")
         try:
-            self._compare(compiled, eager, eager_note, ref, ref_note, random or [])
+            with compare.comparing(self.device):
+                self._compare(compiled, eager, eager_note, ref, ref_note, random or [])
         except InternalError:
             pass  # recorded in self.result; the session reports the check as an error
         self.mark("compared")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Dict, Iterator, List, Optional
 
-from pytest_compilecache.child.compare import Outputs, rms
+from pytest_compilecache.child.compare import Outputs, on_compare_device, rms
 
 # the seeds the eager reference's random draws get: the reference itself, and the probe
 REFERENCE_SEED = 1234
@@ -70,10 +70,12 @@ def seed_dependent(reference: Outputs, probe: Outputs, again: Optional[Outputs]
         a, b = reference[name], probe.get(name)
         if b is None or a.shape != b.shape or a.dtype != b.dtype:
             continue
+        a, b = on_compare_device(a, b)
         if assert_close_message(a, b, {}) is None:
             continue  # equal, or within rounding noise: comparable with compiled code
         moved = _dist(a, b)
-        noise = _dist(a, again[name]) if again is not None and name in again else 0.0
+        noise = _dist(a, *on_compare_device(again[name])) \
+            if again is not None and name in again else 0.0
         if moved > ABOVE_NOISE * noise:
             size = rms(a.double()) if a.is_floating_point() else 0.0
             out.append({"name": name, "seed_moved_rel": round(moved / size, 4) if size else None})

@@ -39,6 +39,7 @@ class Shared(Protocol):
     progress: Any
     history: KeyHistory
     said_dropped: bool
+    timeline: Any  # timeline.Timeline
 
     def baseline(self) -> Any: ...
 
@@ -136,6 +137,7 @@ class CheckRun:
                 self.damage = fs.damaged(self.snaps[phase], fs.snapshot(root.watched))
         result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
         blame_full_disk(result, self.recs, self.logs)
+        self.session.timeline.mark("judged")
         return result
 
     def _extra(self, plan: PhasePlan, where: CacheRoot) -> PhaseSpec:
@@ -186,6 +188,7 @@ class CheckRun:
         if result.verdict in OK_VERDICTS and not s.keep:
             for r in self.roots:
                 shutil.rmtree(r.path, ignore_errors=True)
+            self.session.timeline.mark("roots removed")
         else:
             result.cache_root = str(self.roots[0].path)
             if len(self.roots) > 1:
@@ -245,6 +248,7 @@ class CheckRun:
         spec["root"], spec["private"] = str(root.path), confinement.private_settings(env)
         spec_path.write_text(json.dumps(spec))
         try:
+            self.session.timeline.mark(f"{phase} asked")
             with self._lease(phase, env, spec, spec_path) as lease, \
                     session.progress.step(f"{phase} phase" + (" (in the baseline's worktree)"
                                                               if tree is not None else "")):
@@ -260,6 +264,7 @@ class CheckRun:
             if not isinstance(e, (LeaseTimeout, OSError)):
                 raise
             return {}, error_result(nodeid, phase, str(e), "", self.timings)
+        self.session.timeline.mark(f"{phase} done")
         self.leases.append({"phase": phase, **lease.to_json()})
         self.launches[phase] = "forked" if launched.forked else "fresh"
         self._note_launch(phase, launched)

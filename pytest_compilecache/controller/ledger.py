@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterable, Optional, Set
 
+from pytest_compilecache.controller.diskspace import write_problem
 from pytest_compilecache.controller.spool import PREFIX as SPOOLED
 from pytest_compilecache.controller.spool import Spool
 from pytest_compilecache.files import write_json_atomic
@@ -33,6 +34,13 @@ def open_results_dir() -> str:
     return path
 
 
+UNPUBLISHED = "compile-cache: an xdist worker could not hand this check's result to the controller"
+
+
+class Unpublished(Exception):
+    """A worker's result that could not be written where the controller reads it."""
+
+
 class Ledger:
     """The controller's account of the session's checks; in an xdist worker, where it
     publishes them (the directory is handed over in xdist's workerinput, and fixed at
@@ -45,9 +53,16 @@ class Ledger:
         self.failed: Dict[str, str] = {}  # node id -> longrepr of a failed test report
 
     def publish(self, kind: str, data: Dict[str, Any]) -> None:
-        """A worker's record: the checks it `collected`, a check `started`, or a `result`."""
+        """A worker's record: the checks it `collected`, a check `started`, or a `result`.
+        A refused write fails the worker's test with a line the controller's account
+        quotes (the disk, not a crash)."""
         if self.results_dir:
-            write_json_atomic(Path(self.results_dir) / f"{kind}-{uuid.uuid4().hex}.json", data)
+            try:
+                write_json_atomic(Path(self.results_dir) / f"{kind}-{uuid.uuid4().hex}.json",
+                                  data)
+            except OSError as e:
+                raise Unpublished(f"{UNPUBLISHED}: "
+                                  f"{write_problem(kind, self.results_dir, e)}") from None
 
     def failed_report(self, nodeid: str, text: str) -> None:
         """A crashed worker leaves a failed report (xdist gives it no keywords); its last
@@ -90,10 +105,12 @@ class Ledger:
         have = {r.nodeid for r in spool.rows}
         for nodeid, tail in self.failed.items():
             if nodeid not in have and nodeid in self.started:
+                said = [line for line in tail.splitlines() if UNPUBLISHED in line]
                 spool.add(CheckResult(
                     nodeid=nodeid, verdict="error",
-                    error="the process running this check died without a result (an xdist "
-                          "worker crashed or was killed: out of memory?):\n" + tail))
+                    error=said[-1][said[-1].index(UNPUBLISHED):] if said else
+                    "the process running this check died without a result (an xdist "
+                    "worker crashed or was killed: out of memory?):\n" + tail))
                 have.add(nodeid)
         if interrupted_by is None:
             return

@@ -25,6 +25,8 @@ def phase_outcome(nodeid: str, phase: str, root: CacheRoot, out: Path, launched:
     `timings`, what the child put back of the test's cache settings into `notes`."""
     timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
     timings[f"{phase}_peak_rss_mb"] = launched.peak_rss_mb
+    if getattr(launched, "waited_s", 0.0):  # of its start-up: the preloaded imports
+        timings[f"{phase}_wait_s"] = launched.waited_s
     memory = f"peak resident memory {launched.peak_rss_mb:.0f} MB" \
         if launched.peak_rss_mb is not None else "peak resident memory unknown"
     rec: Dict[str, Any] = {}

@@ -31,10 +31,12 @@ from pytest_compilecache.controller.role import Role, role_of
 from pytest_compilecache.isolation import CacheRoot, phase_env
 from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher, pytest_child_flags
 from pytest_compilecache.launch.preloaded import PreloadedLauncher
+from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import Settings
 from pytest_compilecache.paths.base import WarmStartPath
-from pytest_compilecache.render import report
+from pytest_compilecache.render import report, terminal
+from pytest_compilecache.timeline import Timeline
 
 MARKER = "compile_cache"
 PCH_DIR_ENV = "PYTEST_COMPILECACHE_PCH_DIR"
@@ -49,7 +51,8 @@ class CompileCacheSession:
         self.settings = settings
         self.role = role_of(config)
         self.launcher: Launcher = launcher or (
-            PreloadedLauncher() if settings.launcher == "preloaded" else SubprocessLauncher())
+            PreloadedLauncher(LauncherState.chosen(settings.launcher_state, str(config.rootpath)))
+            if settings.launcher == "preloaded" else SubprocessLauncher())
         self.said_dropped = False  # the launcher's missing preload is said once per session
         self.history = KeyHistory(config, settings)
         self.owned_pch_dir: Optional[Path] = None  # made by this controller; removed at the end
@@ -69,10 +72,12 @@ class CompileCacheSession:
         self.ledger = Ledger(None)  # the controller's gets its results dir in configure
         self.spool = Spool(None)  # and its checks go there as they finish
         self.progress = Progress()  # shows nothing until the session starts on a terminal
+        self.timeline = Timeline()  # where the session's wall time goes (the report's)
+        self.timeline.mark("configure")
 
     @property
     def results(self) -> List[CheckResult]:
-        """Every check's summary row (report.summary_row); the results are spooled."""
+        """Every check's summary row (CheckResult.summary_row); the results are spooled."""
         return self.spool.rows
 
     @property
@@ -115,6 +120,7 @@ class CompileCacheSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The preloaded interpreters import torch while this process collects (not in
         an xdist controller, which runs no phase)."""
+        self.timeline.mark("sessionstart")
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and self.role is not Role.WORKER:
             out = getattr(getattr(reporter, "_tw", None), "_file", None)
@@ -130,9 +136,11 @@ class CompileCacheSession:
         root = types.SimpleNamespace(inductor=placeholder, triton=placeholder, tmp=placeholder)
         env = phase_env(os.environ, root, self.settings.threads, placeholder)  # type: ignore[arg-type]
         self.launcher.start(env, str(self.config.invocation_params.dir))
+        self.timeline.mark("lanes started")
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.timeline.mark("collected")
         self.history.check_ids = [i.nodeid for i in session.items if isinstance(i, CheckItem)]
         self._locations = {i.nodeid: {"file": i.location[0], "line": (i.location[1] or 0) + 1}
                            for i in session.items if isinstance(i, CheckItem)}
@@ -267,11 +275,16 @@ class CompileCacheSession:
         described = self.history.describe_baseline()
         if described is not None:
             data["baseline"] = described
+        self.timeline.mark("report")
+        data["timeline"] = self.timeline.to_json()
         return data
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.timeline.mark("sessionfinish")
         self.launcher.close()
+        self.timeline.add(getattr(self.launcher, "marks", ()))
+        self.timeline.mark("lanes closed")
         for path in self.__dict__.get("warm_start_paths") or []:  # those that ran
             path.close()
         if self.owned_pch_dir is not None:
@@ -294,7 +307,7 @@ class CompileCacheSession:
                                 self.interrupted["by"] if self.interrupted else None)
             self.no_checks = None if (self.results or self.history.check_ids
                                                         or self.ledger.collected) \
-                else NO_CHECKS
+                else terminal.NO_CHECKS
             self._write_report(exitstatus)
         finally:
             self.ledger.close()
@@ -314,43 +327,13 @@ class CompileCacheSession:
             self.ledger.failed_report(report.nodeid, report.longreprtext or "")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.role.reports:
-            return
-        if self.no_checks:
-            terminalreporter.write_sep("=", "compile-cache: no check ran", yellow=True, bold=True)
-            terminalreporter.write_line(self.no_checks, yellow=True)
-        if not self.results:
-            if self.report_problem:
-                terminalreporter.write_line(f"report NOT written: {self.report_problem}",
-                                            red=True, bold=True)
-            return
-        terminalreporter.write_sep("=", "compile-cache summary")
-        quiet = int(self.config.getoption("verbose", 0) or 0) < 0
-        for line in report.summary_lines(self.results, quiet):
-            terminalreporter.write_line(line)
-        for nodeid in self.gone:
-            terminalreporter.write_line(f"  gone      {nodeid} (in the baseline, not here)")
-        for path in sorted(self.manifest_paths):
-            terminalreporter.write_line(f"key manifest: {path}")
-        kept = [r for r in self.results if r.cache_root]
-        if kept:
-            where = f" --root {self.settings.root}" if self.settings.root else ""
-            terminalreporter.write_line(f"{len(kept)} cache root(s) kept for inspection; "
-                                        f"`pytest-compilecache clean{where}` removes them "
-                                        f"once they are an hour old (--min-age 0: now)")
-        if self.report_problem:
-            terminalreporter.write_line(f"report NOT written: {self.report_problem}", red=True,
-                                        bold=True)
-        elif self.settings.report:
-            terminalreporter.write_line(f"report written to {self.settings.report}")
-            for line in self.report_said:
-                terminalreporter.write_line(f"  note: {line}", yellow=True)
-
-
-NO_CHECKS = ("--compile-cache-check selected no check: no collected test carries the "
-             "compile_cache marker (mark a test or its module with "
-             "@pytest.mark.compile_cache, in the file or in a conftest's "
-             "pytest_collection_modifyitems; -k, -m and --compile-cache-shard can leave none)")
+        if self.role.reports:
+            terminal.write_summary(
+                terminalreporter, self.results,
+                quiet=int(self.config.getoption("verbose", 0) or 0) < 0,
+                no_checks=self.no_checks, gone=self.gone, manifests=self.manifest_paths,
+                root=self.settings.root, report=self.settings.report,
+                report_problem=self.report_problem, report_said=self.report_said)
 
 
 def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSession:

@@ -1,6 +1,6 @@
 """The session's checks, kept flat: each check's full result goes to disk as it finishes
 (JSON, in the session's private results directory, beside what xdist workers publish
-there), and the controller keeps only its summary row (render/report.summary_row) until
+there), and the controller keeps only its summary row (CheckResult.summary_row) until
 the session ends; the report is then streamed from those files, one check at a time.
 A session of 200 checks holds 200 rows, not 200 results with their graphs and outputs.
 No pytest, no torch.
@@ -13,7 +13,6 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.model import CheckResult
-from pytest_compilecache.render.report import summary_row
 
 PREFIX = "check-"  # the controller's own files; a worker's are `result-` (ledger.py)
 
@@ -34,14 +33,14 @@ class Spool:
             path = self.directory / f"{PREFIX}{len(self._full):06d}.json"
             try:
                 write_json_atomic(path, result.to_json())
-                return self._keep(summary_row(result), path)
+                return self._keep(result.summary_row(), path)
             except OSError:  # a full disk: the check still reaches the report
                 pass
         return self._keep(result, result)
 
     def adopt(self, path: Path, result: CheckResult) -> CheckResult:
         """A result already on disk at `path` (an xdist worker's): its row is kept."""
-        return self._keep(summary_row(result), path)
+        return self._keep(result.summary_row(), path)
 
     def _keep(self, row: CheckResult, full: Union[Path, CheckResult]) -> CheckResult:
         self.rows.append(row)

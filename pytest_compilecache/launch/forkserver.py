@@ -1,7 +1,7 @@
-"""The preloaded phase interpreter: `python -m pytest_compilecache.launch.forkserver LOG` imports
-torch, pytest and the test modules' installed libraries once (it never initialises CUDA
-and never compiles), then forks one phase per request, each as fresh as a restart for
-what torch caches.
+"""The preloaded phase interpreter: `python -m pytest_compilecache.launch.forkserver LOG
+[--bare] [--bytecode DIR]` imports torch, pytest and the test modules' installed
+libraries once (it never initialises CUDA and never compiles), then forks one phase per
+request, each as fresh as a restart for what torch caches.
 
 Why a fork is as fresh as a restart here, and where it is not (then the launcher starts
 a fresh interpreter instead, see `preloaded.PreloadedLauncher`):
@@ -21,6 +21,9 @@ a fresh interpreter instead, see `preloaded.PreloadedLauncher`):
   each lane is its own interpreter with its own hash seed, and a check's cold and warm
   phases fork from different lanes, as two restarts differ.
 - sys.path: `[cwd] + PYTHONPATH + the rest`, rebuilt for the child's cwd and PYTHONPATH.
+- Bytecode: with `--bytecode DIR`, where Python writes none, this interpreter reads and
+  keeps the bytecode of its imports in DIR (`sys.pycache_prefix`, launch/state.py); a
+  phase gets the interpreter's own settings back.
 
 Protocol: one JSON line per message on the inherited stdin/stdout pipes. The server says
 hello when its imports are done; `{"preload": [MODULE, ...]}` imports installed libraries
@@ -50,6 +53,7 @@ from pytest_compilecache.launch.libraries import shadowed
 from pytest_compilecache.lifetime import (LAUNCHER_PID_ENV, PHASE_ENV, name_process,
                                          parent_death_signal)
 from pytest_compilecache.owndeps import plugin_only_modules
+from pytest_compilecache.timeline import process_start
 
 # a phase that a fork cannot start as a fresh interpreter would exits with this status
 # and says why on a line of its log; the launcher then starts it fresh
@@ -68,6 +72,27 @@ class Preloaded:
         self.copies: List[Dict[str, str]] = []  # where an import copied the whole environment
         self.stack: List[str] = []  # the compile stack's modules, once imported
         self.cuda = CudaAsked()
+        # when this interpreter started and finished each import (the report's timeline)
+        self.marks: List[Tuple[str, float]] = [("started", process_start())]
+        # this interpreter's own bytecode settings, while it imports with the launcher's
+        # bytecode dir (state.py); a phase gets them back
+        self.bytecode: Optional[Tuple[Optional[str], bool]] = None
+
+    def keep_bytecode(self, where: str) -> None:
+        """Where Python writes no bytecode, keep that of this interpreter's imports in
+        `where` (the launcher's, state.py), and read it from there."""
+        if sys.dont_write_bytecode and self.bytecode is None:
+            self.bytecode = (sys.pycache_prefix, sys.dont_write_bytecode)
+            sys.pycache_prefix, sys.dont_write_bytecode = where, False
+            self.mark("bytecode")
+
+    def own_bytecode(self) -> None:
+        """In a phase: the interpreter's own bytecode settings, as a restart has them."""
+        if self.bytecode is not None:
+            sys.pycache_prefix, sys.dont_write_bytecode = self.bytecode
+
+    def mark(self, name: str) -> None:
+        self.marks.append((name, time.time()))
 
     def base(self) -> None:
         """What every phase imports. What the plugin's own code and its own dependencies
@@ -138,7 +163,7 @@ class Preloaded:
                 "failed": self.failed, "problem": fork_problem(self.stack + self.extras),
                 "threads": native_threads(), "stack": self.stack, "redo": self.redo,
                 "copies": self.copies,
-                "cuda_asked": self.cuda.answer}
+                "cuda_asked": self.cuda.answer, "marks": self.marks}
 
     def phase_problem(self) -> Optional[str]:
         """In a forked phase, its environment in place: redo what the imports captured
@@ -225,9 +250,13 @@ def main(argv: List[str]) -> None:
     t0 = time.perf_counter()
     subreaper(True)  # what a phase orphans comes here, to be ended with the phase
     state = Preloaded()
+    if "--bytecode" in argv:
+        state.keep_bytecode(argv[argv.index("--bytecode") + 1])
     state.base()
+    state.mark("torch")
     if "--bare" not in argv:
         state.compile_stack()
+        state.mark("stack")
     base_path = list(sys.path)
     own = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
@@ -239,7 +268,9 @@ def main(argv: List[str]) -> None:
     for line in requests:
         req = json.loads(line)
         if "preload" in req:  # then say again what may differ, and whether forks are safe
+            state.mark("preload asked")
             state.more(req["preload"])
+            state.mark("preload done")
             say(state.hello())
             continue
         sys.stdout.flush()
@@ -314,6 +345,7 @@ def _take_phase(req: Dict[str, Any], state: Preloaded, server: int) -> None:
     os.environ[IMPORTS_OUT_ENV] = req["log"] + ".imports"
     if env.get(PHASE_ENV):
         name_process(env[PHASE_ENV])
+    state.own_bytecode()
     changed = {k for k in set(before) | set(env) if before.get(k) != env.get(k)}
     for keys, (entry, args) in state.entries.values():
         if changed.intersection(keys):

@@ -46,6 +46,8 @@ class LaunchResult:
     forked: bool = False  # from a preloaded interpreter
     # what the phase left running outside its process group, ended: "sleep 600 (pid 1234)"
     leftovers: List[str] = field(default_factory=list)
+    # of wall_s: the wait for the preloaded interpreter's imports before the fork
+    waited_s: float = 0.0
 
     def stages(self, marks: Mapping[str, float]) -> Dict[str, float]:
         """Where the process's wall time went, from the child's marks (child/phase.py): start-up

@@ -22,6 +22,7 @@ from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV, OWNED
 from pytest_compilecache.launch.descendants import kill_below
 from pytest_compilecache.launch.forkserver import VETO, VETO_STATUS
 from pytest_compilecache.launch.launcher import (LaunchResult, SubprocessLauncher, marked)
+from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.lifetime import PHASE_ENV, child_preexec
 from pytest_compilecache.owndeps import plugin_only_modules
 from pytest_compilecache.launch.phaselog import (CappedLog, open_log, read_end,
@@ -41,16 +42,19 @@ class _Lane:
     """One preloaded interpreter (forkserver.py) and its pipes."""
 
     def __init__(self, env: Mapping[str, str], cwd: str, home: Path, index: int,
-                 extras: Sequence[str] = (), bare: bool = False) -> None:
+                 extras: Sequence[str] = (), bare: bool = False,
+                 bytecode: Optional[Path] = None) -> None:
         own = Path(tempfile.mkdtemp(prefix=f"lane{index}-", dir=home))
         self.args = (env, cwd, home, index)
+        self.bytecode = bytecode
         self.env = dict(env)
         for k in _PHASE_OWN:  # whatever the preload writes stays in its own dir
             self.env[k] = str(own)
         self.log = own / "server.log"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest_compilecache.launch.forkserver", str(self.log)]
-            + (["--bare"] if bare else []),
+            + (["--bare"] if bare else [])
+            + (["--bytecode", str(bytecode)] if bytecode is not None else []),
             env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
         self.hello: Optional[Dict[str, Any]] = None
@@ -129,13 +133,17 @@ class PreloadedLauncher:
 
     LANES = 2
 
-    def __init__(self) -> None:
+    def __init__(self, state: Optional[LauncherState] = None) -> None:
+        self.state = state  # what the last session preloaded, bytecode (launch/state.py)
+        self.needed: List[str] = []  # what this session's tests asked for (collected, learned)
         self.fresh = SubprocessLauncher()
         self._lanes: Dict[int, _Lane] = {}
         self._home: Optional[Path] = None
         self.off: Optional[str] = None  # why no phase is forked any more
         self.extras: List[str] = []  # installed libraries the test modules import
         self.dropped: Optional[str] = None  # why the extras are not preloaded after all
+        # (name, time.time()): the interpreters' imports, the preloads sent (the timeline)
+        self.marks: List[Tuple[str, float]] = []
 
     def start(self, env: Mapping[str, str], cwd: str) -> None:
         """Start the preloaded interpreters now (they import while pytest collects)."""
@@ -145,14 +153,20 @@ class PreloadedLauncher:
         # no check's own: the job id is read again in each phase (a config entry)
         base = {k: v for k, v in env.items()
                 if k not in (CHILD_SPEC_ENV, PHASE_ENV) and k not in JOB_ID_ENV}
+        bytecode = None
+        if self.state is not None:  # the last session's libraries, before collection ends
+            self.extras += [m for m in self.state.preloads() if m not in self.extras]
+            bytecode = self.state.bytecode_dir()
         for i in range(self.LANES):
-            self._lanes[i] = _Lane(base, cwd, self._home, i, self.extras)
+            self._lanes[i] = _Lane(base, cwd, self._home, i, self.extras, bytecode=bytecode)
 
     def preload(self, modules: Sequence[str]) -> None:
         """Import these too, in the interpreters started or to start."""
+        self.needed += [m for m in dict.fromkeys(modules) if m not in self.needed]
         new = [m for m in dict.fromkeys(modules) if m not in self.extras]
         self.extras += new
         if new and self.dropped is None:
+            self.marks.append(("preload sent", time.time()))
             for server in self._lanes.values():
                 server.preload(new)
 
@@ -162,14 +176,17 @@ class PreloadedLauncher:
         asked = (time.perf_counter(), time.time())
         env = marked(env, argv, log_path)
         why = self.off or self._why_fresh(argv, env, cwd, lane)
+        waited = time.perf_counter() - asked[0]
         if why is None:
-            got = self._fork(self._lanes[lane % self.LANES], argv, env, cwd, log_path, timeout,
-                             asked)
+            server = self._lanes[lane % self.LANES]
+            self.marks += [(f"lane{lane % self.LANES} {name}", at)
+                           for name, at in (server.hello or {}).get("marks") or []]
+            got = self._fork(server, argv, env, cwd, log_path, timeout, asked)
             if not isinstance(got, str):
-                return got
+                return replace(got, waited_s=round(waited, 3))
             why = got
         launched = self.fresh.run(argv, env, cwd, log_path, timeout)
-        return replace(launched, fresh_because=why)
+        return replace(launched, fresh_because=why, waited_s=round(waited, 3))
 
     def _why_fresh(self, argv: Sequence[str], env: Mapping[str, str], cwd: str,
                    lane: int) -> Optional[str]:
@@ -183,7 +200,8 @@ class PreloadedLauncher:
             # preload torch alone
             self.dropped = str(hello["problem"])
             server.close()
-            server = self._lanes[lane % self.LANES] = _Lane(*server.args, bare=True)
+            server = self._lanes[lane % self.LANES] = _Lane(*server.args, bare=True,
+                                                            bytecode=server.bytecode)
             hello = server.ready()
         if hello.get("problem"):
             self.off = str(hello["problem"])
@@ -271,6 +289,15 @@ class PreloadedLauncher:
         return True
 
     def close(self) -> None:
+        if self.state is not None and self._lanes and self.off is None:
+            # for the next session's interpreters to import as they start: what this
+            # session preloaded (a phase does not say it imported what was preloaded
+            # for it), less what failed to import; where an import made forking unsafe,
+            # only what this session's tests asked for
+            failed = {m for lane in self._lanes.values() for m in (lane.hello or {}).get(
+                "failed") or []}
+            kept = self.extras if self.dropped is None else self.needed
+            self.state.keep_preloads([m for m in kept if m not in failed])
         for server in self._lanes.values():
             server.close()
         self._lanes.clear()

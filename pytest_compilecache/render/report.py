@@ -17,7 +17,7 @@ from pytest_compilecache.files import write_json_streamed
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.history.manifest import changed_components, drift_lines
 from pytest_compilecache.layers import LAYERS, SHORT
-from pytest_compilecache.model import CheckResult, LayerVerdict
+from pytest_compilecache.model import CheckResult
 
 SCHEMA = "pytest-compilecache/report"
 # 2: the verdict n/a (a warm-start path torch or the workload cannot take), its count
@@ -133,25 +133,6 @@ def row_cells(r: CheckResult) -> Tuple[List[str], Tuple[str, str, str]]:
     return ([r.layers[n].state if n in r.layers else "-" for n in LAYERS],
             (_s(r.timings.get("cold_s")), _s(r.timings.get("warm_s")),
              "-" if q is None else f"{q:.2f}"))
-
-
-def summary_row(r: CheckResult) -> CheckResult:
-    """What the end of a session reads of a check (summary_lines, the kept cache roots,
-    the environment a baseline's gone checks are looked up in, the report's counts): the
-    rest of the result is on disk (controller/spool.py)."""
-    na_note = r.notes[:1] if r.verdict == "n/a" else []
-    drift: Dict[str, Any] = {k: r.drift[k] for k in ("status", "base") if k in r.drift}
-    if r.drift.get("graphs"):
-        drift["graphs"] = [{"change": g.get("change"), "accepted": g.get("accepted"),
-                            "components": [{"component": c["component"]}
-                                           for c in g.get("components", [])]}
-                           for g in r.drift["graphs"]]
-    return CheckResult(
-        nodeid=r.nodeid, verdict=r.verdict, device=r.device, device_name=r.device_name,
-        versions=r.versions, via=r.via, cache_root=r.cache_root, notes=na_note, drift=drift,
-        layers={n: LayerVerdict(state=lv.state) for n, lv in r.layers.items()},
-        timings={k: r.timings[k] for k in ("cold_s", "warm_s") if k in r.timings},
-        dynamo=r.dynamo)
 
 
 FOLDED = ("pass", "recorded")  # under -q, counted rather than listed
@@ -307,7 +288,7 @@ def build_report(results: Sequence[CheckResult], settings: Dict[str, Any],
                  plugin_version: str, commit: Optional[Dict[str, Any]] = None,
                  checks: Optional[Streamed] = None) -> Dict[str, Any]:
     """`results`: every check, or only its summary row where `checks` streams their
-    JSON (summary_row)."""
+    JSON (CheckResult.summary_row)."""
     counts = summarize({"verdict": r.verdict} for r in results)
     return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION,
             "created": now(), "plugin_version": plugin_version, "settings": settings,
