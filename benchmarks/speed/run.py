@@ -72,7 +72,9 @@ def split(report: Path) -> Dict[str, object]:
     c = data["checks"][0]
     t = c["timings"]
     out: Dict[str, object] = {"verdict": c["verdict"], "launch": c.get("launch"),
-                              "timeline": data.get("timeline")}
+                              "timeline": data.get("timeline"),
+                              # issue 29: a passing check's report (one check per session)
+                              "report_kb": round(report.stat().st_size / 1024, 1)}
     for phase in ("cold", "warm"):
         out[phase] = {st: t.get(f"{phase}_{st}" if st == "s" else f"{phase}_{st}_s")
                       for st in STAGES + DETAIL}
