@@ -583,3 +583,67 @@ def test_an_artifact_path_whose_cold_phase_could_not_take_it_is_not_applicable()
     rec["recs"]["cold"]["artifact"] = {"na": "aot_compile needs a ModelCase"}
     res = rejudge(rec)
     assert (res.verdict, res.notes) == ("n/a", ["aot: aot_compile needs a ModelCase"])
+
+
+GPU_TRAIN = Path(__file__).parent / "data" / "report_gpu_resnet18_train.json"
+
+
+def _many(rec: Dict[str, Any], escalated: List[Dict[str, Any]]) -> None:
+    """The warm phase of `rec` as resnet18 training's on an H100: `escalated` (its real
+    float64-rule rows) and 8 tensors within noise of a float64 run warm vs cold."""
+    warm = rec["recs"]["warm"]
+    warm["compare_eager"]["float64"]["escalated"] = escalated
+    warm["compare_eager"]["compared"] = warm["compare_eager"]["total"] = len(escalated)
+    noise = warm["compare_cold"]["within_noise"][0]
+    warm["compare_cold"]["within_noise"] = [
+        {**noise, "name": f"t{i}", "diff_rmse": noise["diff_rmse"] * (i + 1) / 8}
+        for i in range(8)]
+
+
+def test_a_passing_comparison_keeps_the_tensors_closest_to_their_limit_and_a_count(
+        tmp_path) -> None:
+    """Issue 29: resnet18 training on an H100 (benchmarks/speed, device run 9) escalated
+    62 of its 63 tensors to the float64 rule in each phase: 21 KB of a passing check's
+    39 KB report. A passing comparison keeps the three closest to their limit."""
+    from pytest_compilecache.render import report
+
+    gpu = json.loads(GPU_TRAIN.read_text())
+    escalated = gpu["checks"][0]["outputs"]["warm_vs_eager"]["float64"]["escalated"]
+    assert len(escalated) == 62 and all(v["ok"] for v in escalated)
+    rec = load("noise_within_tolerance")
+    _many(rec, escalated)
+    res = rejudge(rec)
+    assert res.verdict == "pass", res.problems
+    f64 = res.outputs["warm_vs_eager"]["float64"]
+    assert f64["escalated_count"] == 62
+    assert [v["name"] for v in f64["escalated"]] == [
+        v["name"] for v in sorted(escalated, key=lambda v: v["ratio"], reverse=True)[:3]]
+    cold = res.outputs["warm_vs_cold"]
+    assert cold["within_noise_count"] == 8
+    assert [v["name"] for v in cold["within_noise"]] == ["t7", "t6", "t5"]
+    assert any("in 8 tensor(s) within arithmetic noise" in n for n in res.notes)
+
+    # a failed comparison keeps every tensor it judged
+    bad = load("noise_within_tolerance")
+    _many(bad, [dict(escalated[0], ok=False, ratio=50.0)] + escalated[1:])
+    eager = bad["recs"]["warm"]["compare_eager"]
+    eager["ok"] = False
+    eager["mismatches"] = [{"name": escalated[0]["name"], "message": "compiled is 50x ...",
+                            "float64": eager["float64"]["escalated"][0]}]
+    res = rejudge(bad)
+    assert res.verdict == "fail"
+    assert len(res.outputs["warm_vs_eager"]["float64"]["escalated"]) == 62
+    assert "escalated_count" not in res.outputs["warm_vs_eager"]["float64"]
+
+    # the real check's report, its comparisons written so: under the 20 KB of issue 29
+    from types import SimpleNamespace
+
+    from pytest_compilecache.judge.outputs import _as_written
+
+    outputs = gpu["checks"][0]["outputs"]
+    for k in ("warm_vs_cold", "cold_vs_eager", "warm_vs_eager"):
+        outputs[k] = _as_written(SimpleNamespace(raw=outputs[k]))  # type: ignore[arg-type]
+    report.write_report(str(tmp_path / "r.json"), gpu)
+    assert (tmp_path / "r.json").stat().st_size <= 20 * 1024, (tmp_path / "r.json").stat()
+    print(f"resnet18 training's report: {GPU_TRAIN.stat().st_size} -> "
+          f"{(tmp_path / 'r.json').stat().st_size} bytes")
