@@ -162,3 +162,8 @@ def test_a_worker_whose_result_cannot_be_written_names_the_disk_not_a_crash(
     assert row.verdict == "error" and row.error.startswith(UNPUBLISHED), row.error
     assert "out of memory" not in row.error and str(tmp_path) in row.error
     assert "the disk is full" in row.error
+    # a check whose very start could not be published is told the same
+    controller, spool = Ledger(None), Spool(None)
+    controller.failed_report("t.py::test_unstarted", f"E   {raised.value}\n")
+    controller.account(spool, [], set(), interrupted_by=None)
+    assert [(r.nodeid, r.verdict) for r in spool.rows] == [("t.py::test_unstarted", "error")]

@@ -104,8 +104,8 @@ class Ledger:
         """A verdict for every check without a result."""
         have = {r.nodeid for r in spool.rows}
         for nodeid, tail in self.failed.items():
-            if nodeid not in have and nodeid in self.started:
-                said = [line for line in tail.splitlines() if UNPUBLISHED in line]
+            said = [line for line in tail.splitlines() if UNPUBLISHED in line]
+            if nodeid not in have and (nodeid in self.started or said):
                 spool.add(CheckResult(
                     nodeid=nodeid, verdict="error",
                     error=said[-1][said[-1].index(UNPUBLISHED):] if said else
