@@ -19,11 +19,13 @@ KEPT_WHEN_OK = 3  # a passing comparison's tensors that came closest to their li
 
 
 def _as_written(cmp: Union[None, ColdComparison, EagerComparison]) -> Optional[Dict[str, Any]]:
-    """The comparison for the report. Where it passed, the per-tensor lists of what was
-    judged by a float64 run (every escalated gradient of a training check: 62 of
-    resnet18's 63 tensors on an H100, 21 KB of its 39 KB report) keep the tensors that
-    came closest to their limit and a count (`escalated_count`, `within_noise_count`);
-    a failed comparison keeps every tensor."""
+    """The comparison for the report. Where it passed, its per-tensor lists keep three
+    tensors and a count: those a float64 run judged (every escalated gradient of a
+    training check: 62 of resnet18's 63 tensors on an H100, 21 KB of its 39 KB report)
+    and those within noise warm vs cold, the three closest to their limit
+    (`escalated_count`, `within_noise_count`); those that change with the seed (BERT
+    with dropout: 200, 17 KB per phase; `outputs.random` names them all), the three the
+    seed moved least (`random_count`). A failed comparison keeps every tensor."""
     if cmp is None:
         return None
     raw = cmp.raw
@@ -38,6 +40,12 @@ def _as_written(cmp: Union[None, ColdComparison, EagerComparison]) -> Optional[D
     if isinstance(noise, list) and len(noise) > KEPT_WHEN_OK:
         out["within_noise"] = _closest(noise, None)
         out["within_noise_count"] = len(noise)
+    random = raw.get("random")
+    if isinstance(random, list) and len(random) > KEPT_WHEN_OK:
+        # outputs.random names them all; kept here: those the seed moved least
+        out["random"] = sorted(random, key=lambda v: float(v.get("seed_moved_rel") or 0.0)
+                               )[:KEPT_WHEN_OK]
+        out["random_count"] = len(random)
     return out
 
 
