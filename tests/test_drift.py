@@ -191,20 +191,23 @@ def test_bisect_finds_the_first_drifting_commit(repo):
     GOOD for them rather than ask every commit for the other check."""
     path, shas = repo["path"], repo["shas"]
     (good,) = [f for f in (path / ".compilecache" / "manifests").rglob(f"{shas[0]}.json")]
-    stored = json.loads(good.read_text())
+    original = good.read_text()
+    stored = json.loads(original)
     stored["checks"]["tests/test_net.py::test_other"] = stored["checks"][NODE]
     good.write_text(json.dumps(stored))
     git(path, "checkout", "-q", shas[5])
-    proc = run(path, "-m", "pytest_compilecache", "bisect", "--device", "cpu", shas[0], shas[5],
-               "--", NODE)
+    try:
+        proc = run(path, "-m", "pytest_compilecache", "bisect", "--device", "cpu", shas[0],
+                   shas[5], "--", NODE)
+    finally:  # the later tests diff GOOD's manifest as it was
+        stored = json.loads(good.read_text())
+        del stored["checks"]["tests/test_net.py::test_other"]
+        good.write_text(json.dumps(stored))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert f"first commit whose cache keys differ from {shas[0][:10]}: {shas[2]} \"tune inductor\"" in out
     assert "inductor_config[epilogue_fusion]: True -> False" in out
     assert "of 5 commits tested" in out
-    stored = json.loads(good.read_text())  # the later tests diff GOOD's manifest as it was
-    del stored["checks"]["tests/test_net.py::test_other"]
-    good.write_text(json.dumps(stored))
 
 
 def test_cli_show_and_diff_read_json_without_torch(repo):

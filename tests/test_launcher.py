@@ -4,6 +4,7 @@ read at import runs fresh, and says so (real CPU compiles, torch 2.13)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
@@ -350,3 +351,8 @@ def test_a_launcher_state_others_could_write_is_neither_read_nor_written(tmp_pat
         assert not state.trusted() and state.preloads() == []
     finally:
         tmp_path.chmod(0o700)
+    # bytecode/ as a link out of the state: not used
+    shutil.rmtree(tmp_path / "state" / "bytecode")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "state" / "bytecode").symlink_to(tmp_path / "elsewhere")
+    assert state.trusted() and state.bytecode_dir() is None

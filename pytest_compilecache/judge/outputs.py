@@ -3,7 +3,7 @@ numbers), each compiled run against eager, and the tensors that change with the 
 seed. Pure: reads typed phase records; the comparisons go to the report as written."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Union
 
 from pytest_compilecache.child.compare import USABLE_REL
 from pytest_compilecache.layers import KEYED
@@ -18,14 +18,17 @@ TINY_DIFF = 1e-5
 KEPT_WHEN_OK = 3  # a passing comparison's tensors that came closest to their limit
 
 
-def _as_written(cmp: Union[None, ColdComparison, EagerComparison]) -> Optional[Dict[str, Any]]:
+def as_written(cmp: Union[None, ColdComparison, EagerComparison],
+               keep: AbstractSet[str] = frozenset()) -> Optional[Dict[str, Any]]:
     """The comparison for the report. Where it passed, its per-tensor lists keep three
     tensors and a count: those a float64 run judged (every escalated gradient of a
     training check: 62 of resnet18's 63 tensors on an H100, 21 KB of its 39 KB report)
     and those within noise warm vs cold, the three closest to their limit
     (`escalated_count`, `within_noise_count`); those that change with the seed (BERT
     with dropout: 200, 17 KB per phase; `outputs.random` names them all), the three the
-    seed moved least (`random_count`). A failed comparison keeps every tensor."""
+    seed moved least (`random_count`). A failed comparison keeps every tensor, and a
+    passing one every tensor named in `keep` (those another comparison of the check
+    failed on: cold's numbers explain a warm failure)."""
     if cmp is None:
         return None
     raw = cmp.raw
@@ -34,36 +37,48 @@ def _as_written(cmp: Union[None, ColdComparison, EagerComparison]) -> Optional[D
     out = dict(raw)
     f64 = raw.get("float64")
     if isinstance(f64, dict) and len(f64.get("escalated") or []) > KEPT_WHEN_OK:
-        out["float64"] = {**f64, "escalated": _closest(f64["escalated"], "ratio"),
+        out["float64"] = {**f64, "escalated": _kept(f64["escalated"], _margin("rmse"), keep),
                           "escalated_count": len(f64["escalated"])}
     noise = raw.get("within_noise")
     if isinstance(noise, list) and len(noise) > KEPT_WHEN_OK:
-        out["within_noise"] = _closest(noise, None)
+        out["within_noise"] = _kept(noise, _margin("diff_rmse"), keep)
         out["within_noise_count"] = len(noise)
     random = raw.get("random")
     if isinstance(random, list) and len(random) > KEPT_WHEN_OK:
         # outputs.random names them all; kept here: those the seed moved least
-        out["random"] = sorted(random, key=lambda v: float(v.get("seed_moved_rel") or 0.0)
-                               )[:KEPT_WHEN_OK]
+        out["random"] = _kept(random, lambda v: -float(v.get("seed_moved_rel") or 0.0), keep)
         out["random_count"] = len(random)
     return out
 
 
-def _closest(rows: List[Dict[str, Any]], ratio: Optional[str]) -> List[Dict[str, Any]]:
+def _margin(err: str) -> Callable[[Dict[str, Any]], float]:
+    """How close a row came to its limit (as float64.worst ranks them)."""
     def margin(v: Dict[str, Any]) -> float:
-        if ratio is not None:
-            return float(v.get(ratio) or 0.0)
         limit = v.get("limit") or 0.0
-        return float(v.get("diff_rmse") or 0.0) / limit if limit else float("inf")
-    return sorted(rows, key=margin, reverse=True)[:KEPT_WHEN_OK]
+        return float(v.get(err) or 0.0) / limit if limit else float("inf")
+    return margin
+
+
+def _kept(rows: List[Dict[str, Any]], rank: Callable[[Dict[str, Any]], float],
+          keep: AbstractSet[str]) -> List[Dict[str, Any]]:
+    """The KEPT_WHEN_OK rows that rank highest, and every row named in `keep`."""
+    top = {id(v) for v in sorted(rows, key=rank, reverse=True)[:KEPT_WHEN_OK]}
+    return sorted((v for v in rows if id(v) in top or v.get("name") in keep),
+                  key=rank, reverse=True)
+
+
+def failed_names(*cmps: Union[None, ColdComparison, EagerComparison]) -> Set[str]:
+    """The tensors any of these comparisons failed on."""
+    return {m.name for c in cmps if c is not None for m in c.mismatches}
 
 
 def outputs(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord,
             cold_is_other_code: bool = False) -> None:
     cmp_cold = warm.compare_cold
-    res.outputs = {"count": len(warm.outputs), "warm_vs_cold": _as_written(cmp_cold),
-                   "cold_vs_eager": _as_written(cold.compare_eager),
-                   "warm_vs_eager": _as_written(warm.compare_eager)}
+    failed = failed_names(cmp_cold, cold.compare_eager, warm.compare_eager)
+    res.outputs = {"count": len(warm.outputs), "warm_vs_cold": as_written(cmp_cold, failed),
+                   "cold_vs_eager": as_written(cold.compare_eager, failed),
+                   "warm_vs_eager": as_written(warm.compare_eager, failed)}
     if cmp_cold is None:
         res.problems.append("outputs: the warm run produced no comparison with cold")
     elif not cmp_cold.ok:
@@ -107,8 +122,10 @@ def _within_noise(res: CheckResult, cmp_cold: Optional[ColdComparison]) -> None:
     noise = cmp_cold.within_noise if cmp_cold is not None else []
     if not noise:
         return
+    closest = sorted(noise, key=lambda v: (v.diff_rmse or 0.0) / v.limit if v.limit
+                     else float("inf"), reverse=True)  # as the report keeps them
     shown = ", ".join(f"{v.name} (max abs diff {v.max_abs_diff:.3g}; RMSE "
-                      f"{v.diff_rmse:.3g}, allowed {v.limit:.3g})" for v in noise[:3])
+                      f"{v.diff_rmse:.3g}, allowed {v.limit:.3g})" for v in closest[:3])
     rule = ("of a float64 run" if not any(v.random for v in noise) else
             "(a float64 run's, or float32's noise floor for tensors that change with the "
             "random seed)")

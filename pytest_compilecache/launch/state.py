@@ -40,7 +40,9 @@ class LauncherState:
     """The launcher's directory; every failure to read or write it is silent (speed)."""
 
     def __init__(self, path: Path, rootdir: str) -> None:
-        self.path = Path(path)
+        # resolved once: what is checked is what is read (a symlink re-pointed later
+        # changes nothing)
+        self.path = Path(os.path.realpath(path))
         key = f"{os.path.realpath(sys.executable)}\n{os.path.realpath(rootdir)}"
         self.list_path = self.path / "preload" / (
             hashlib.sha256(key.encode()).hexdigest()[:16] + ".json")
@@ -94,10 +96,13 @@ class LauncherState:
         if not self.trusted():
             return None
         try:
-            where.mkdir(mode=0o700, parents=True, exist_ok=True)
+            where.mkdir(mode=0o700, exist_ok=True)
+            st = os.lstat(where)
         except OSError:
             return None
-        return where if os.access(where, os.W_OK) else None
+        private = (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+                   and not st.st_mode & 0o022)  # a directory, not a link out of the state
+        return where if private and os.access(where, os.W_OK) else None
 
 
 def _mtime(p: Path) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from pytest_compilecache.judge.outputs import as_written, failed_names
 from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike, phase_records
 from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots
 from pytest_compilecache.paths.local import LocalRestart
@@ -36,7 +37,7 @@ class Deploy(LocalRestart):
         if "fresh" not in phases:
             return res
         cmp = phases["fresh"].compare_cold
-        res.outputs["fresh_vs_warm"] = cmp.raw if cmp is not None else {}
+        res.outputs["fresh_vs_warm"] = as_written(cmp, failed_names(cmp)) or {}
         n = len(random_tensors(phases["warm"]))
         if cmp is None:
             res.problems.append("outputs: the fresh compile of this commit's code made no "
