@@ -304,6 +304,7 @@ class ColdComparison(Wire):
     mode: Optional[str] = None
     mismatches: List[Mismatch] = field(default_factory=list)
     within_noise: List[WithinNoise] = field(default_factory=list)
+    incomparable: List[Mismatch] = field(default_factory=list)  # other shapes: other inputs
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # as written
 
 
@@ -318,6 +319,7 @@ class EagerComparison(Wire):
     float64: Float64Reference = field(default_factory=Float64Reference)
     ungated_gradients: List[str] = field(default_factory=list)
     gradient_rel_error: Optional[float] = 0
+    incomparable: List[Mismatch] = field(default_factory=list)  # other shapes: other inputs
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # as written
 
 
@@ -368,6 +370,8 @@ class PhaseRecord(Wire):
     compare_eager: Optional[EagerComparison] = None
     compare_cold: Optional[ColdComparison] = None
     random_note: Optional[str] = None
+    # digests of the random states at each outermost compiled call's entry (child/replay.py)
+    rng_trail: List[Dict[str, str]] = field(default_factory=list)
     artifact: ArtifactRecord = field(default_factory=ArtifactRecord)
     notes: List[str] = field(default_factory=list)
     marks: Dict[str, float] = field(default_factory=dict)

@@ -673,3 +673,24 @@ def test_a_passing_comparison_keeps_the_tensors_closest_to_their_limit_and_a_cou
     assert (tmp_path / "r.json").stat().st_size <= 20 * 1024, (tmp_path / "r.json").stat()
     print(f"resnet18 training's report: {GPU_TRAIN.stat().st_size} -> "
           f"{(tmp_path / 'r.json').stat().st_size} bytes")
+
+
+def test_outputs_of_other_shapes_cannot_be_compared_and_name_where_the_draws_parted() -> None:
+    """Warm drew other sizes than cold (a generator seeded from the clock): no stale
+    entry is blamed; the note names the generator whose state parted, and where."""
+    rec = load("pass_mlp")
+    cold, warm = rec["recs"]["cold"], rec["recs"]["warm"]
+    warm["compare_cold"]["incomparable"] = [
+        {"name": "call0:MySAGEConv", "message": "cold float32[155, 64] vs warm float32[100, 64]"}]
+    same = {"torch": "aa", "random": "bb"}
+    cold["rng_trail"] = [same, {"torch": "cc", "random": "dd"}]
+    warm["rng_trail"] = [same, {"torch": "cc", "random": "ee"}]
+    res = rejudge(rec)
+    assert not res.problems, res.problems
+    [text] = [n for n in res.notes if "cannot be compared" in n]
+    assert "call0:MySAGEConv (cold float32[155, 64] vs warm float32[100, 64])" in text
+    assert "not a cache symptom" in text and "stale" not in text
+    assert "parted before compiled call 1: Python's random" in text
+    warm["rng_trail"] = cold["rng_trail"]  # equal trails: the inputs came from elsewhere
+    [text] = [n for n in rejudge(rec).notes if "cannot be compared" in n]
+    assert "equal at every compiled call" in text

@@ -1,18 +1,20 @@
 """The test-body form of a check, in the phase child: the body itself is the workload
-(every compiled callable it calls is recorded), then it runs again under force_eager for
-the reference, under another seed for the random tensors, and in float64."""
+(every compiled callable it calls is recorded, the random states it had at each call
+observed), then it runs again under force_eager for the reference, with other draws
+inside its compiled calls for the random tensors, and in float64, each re-run replaying
+the compiled run's random states (`replay`)."""
 from __future__ import annotations
 
-import traceback
-from typing import Any, Dict, List, Optional
+import functools
+import os
+from typing import Any, Dict, Optional, Set
 
 import pytest
 
-from pytest_compilecache.child import float64, randomness
+from pytest_compilecache.child import amplify, float64, randomness, replay
 from pytest_compilecache.child import workload as wl
-from pytest_compilecache.child.case import References
-from pytest_compilecache.child.phase import (ChildPlugin, compile_kwargs, first_line,
-                                             model_cases)
+from pytest_compilecache.child.phase import (ChildPlugin, References, compile_kwargs,
+                                             first_line, model_cases)
 
 
 class BodyHooks:
@@ -37,15 +39,15 @@ class BodyHooks:
                                  f"torch.compile itself"]
         if o.result["error"]:
             raise RuntimeError(o.result["error"])
-        self.rng_at_start = randomness.rng_state()  # the eager re-runs start here too
+        # the re-runs start from the random state the compiled run started with, and
+        # replay the states it had at each outermost compiled call (`replay`)
+        self.at_start = replay.capture()
+        observe = replay.Observe()
         with o.path.watching(o.artifact, o.device or "cpu"):
             skip = o.path_not_applicable(None)
             o.recorder.reset()
             o.recorder.active = True
-            # each compiled call draws from its own seed and leaves the generator as it
-            # found it, as in the eager re-runs: draws outside compiled calls (a fresh
-            # input after a dropout step) are then the same in every run
-            o.recorder.reseed = randomness.REFERENCE_SEED
+            o.recorder.calls = observe  # reads the generators, changes nothing
             try:
                 with o.workload(load=not skip):
                     if skip or o.artifact.get("error"):  # the body is not run
@@ -53,57 +55,95 @@ class BodyHooks:
                     res = yield
             finally:
                 o.recorder.active = False
-                o.recorder.reseed = None
+                o.recorder.calls = None
                 o._skip_body = False
             if skip:
                 return res
             o.result["ran"] = True
+            o.result["rng_trail"] = observe.digests()
+            self.trail = observe.trail
             o.save_artifact()
         compiled = dict(o.recorder.outputs)
-        o._finish(compiled, *self._references(pyfuncitem))
+        o._finish(compiled, self._references(pyfuncitem))
         return res
 
     def _references(self, pyfuncitem: pytest.Function) -> References:
-        """The body again under force_eager (and under another seed: the random
-        tensors), then in float64."""
+        """The body again under force_eager (and with other draws inside its compiled
+        calls: the random tensors), then in float64; every state outside the calls as
+        the compiled run had it."""
         o = self.owner
         o._eager_pass = True
-        note = ref_note = None
-        eager: wl.Outputs = {}
-        ref: Optional[wl.Outputs] = None
-        random: List[Dict[str, Any]] = []
+        refs = References({})
         try:
             with wl.force_eager() as why:
-                note = why
+                refs.eager_note = why
                 if why is None:
-                    eager = self._rerun(pyfuncitem, randomness.REFERENCE_SEED)
-                    random = o.random_tensors(lambda seed: self._rerun(pyfuncitem, seed), eager)
+                    refs.eager = self._rerun(pyfuncitem, replay.Replay(self.trail))
+                    refs.random = o.random_tensors(
+                        lambda seed: self._rerun(pyfuncitem, self._replay(seed)), refs.eager)
                     try:
                         with float64.make_mode():
-                            ref = self._rerun(pyfuncitem, randomness.REFERENCE_SEED)
+                            refs.ref = self._rerun(pyfuncitem, replay.Replay(self.trail))
                     except Exception as e:
-                        ref_note = "the test body failed in float64: " + first_line(e)
-        except Exception:
-            note = ("the test body failed when re-run under force_eager:\n"
-                    + traceback.format_exc(limit=3))
+                        refs.ref_note = "the test body failed in float64: " + first_line(e)
+                    if self.trail:
+                        refs.amplify = functools.partial(self._amplified, pyfuncitem,
+                                                         {r["name"] for r in refs.random})
+        except Exception as e:
+            refs.eager_note = eager_failed(e, pyfuncitem)
         finally:
             o._eager_pass = False
             o.recorder.active = False
-            o.recorder.reseed = None
-        if ref is not None and not ref:
-            ref, ref_note = None, "the test body recorded nothing in float64"
-        return eager, note, ref, ref_note, random
+            o.recorder.calls = None
+        if refs.ref is not None and not refs.ref:
+            refs.ref, refs.ref_note = None, "the test body recorded nothing in float64"
+        return refs
 
-    def _rerun(self, pyfuncitem: pytest.Function, seed: int) -> wl.Outputs:
+    def _replay(self, seed: int) -> replay.Replay:
+        """The reference's replay, or the probe's (its own draws inside each call)."""
+        return replay.Replay(self.trail, None if seed == randomness.REFERENCE_SEED else seed)
+
+    def _amplified(self, pyfuncitem: pytest.Function, random: Set[str], compiled: wl.Outputs,
+                   eager: wl.Outputs, ref: Optional[wl.Outputs]) -> Dict[str, float]:
+        """The body once more under force_eager, each call's outputs perturbed by its
+        own rounding's size (`amplify`): how far each later value moves."""
+        o = self.owner
+        rel = amplify.sizes(compiled, eager, ref, random)
+        o._eager_pass = True
+        try:
+            with wl.force_eager():
+                perturbed = self._rerun(pyfuncitem,
+                                        replay.Replay(self.trail, perturb=amplify.Perturb(rel)))
+        finally:
+            o._eager_pass = False
+            o.recorder.calls = None
+        return amplify.allowance(eager, perturbed)
+
+    def _rerun(self, pyfuncitem: pytest.Function, calls: replay.Replay) -> wl.Outputs:
         """The body once more, from the random state it started with, recording what
-        it computes; the random draws inside each compiled call come from `seed`."""
+        it computes, `calls` setting the states at each compiled call."""
         o = self.owner
         o.recorder.reset()
         o.recorder.active = True
-        o.recorder.reseed = seed
-        randomness.set_rng_state(self.rng_at_start)
+        o.recorder.calls = calls
+        replay.restore(self.at_start)
         try:
             pyfuncitem.ihook.pytest_pyfunc_call(pyfuncitem=pyfuncitem)
         finally:
             o.recorder.active = False
         return dict(o.recorder.outputs)
+
+
+def eager_failed(e: BaseException, pyfuncitem: pytest.Function) -> str:
+    """One line: where in the test's own code the eager re-run failed, and what that
+    usually means (a body that asserts on what only a compile produces)."""
+    import traceback as tb
+
+    frames = [f for f in tb.extract_tb(e.__traceback__)
+              if os.path.abspath(f.filename) == os.path.abspath(str(pyfuncitem.path))]
+    where = (f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}"
+             + (f" `{frames[-1].line}`" if frames[-1].line else "")) if frames else ""
+    return (f"the test body failed when re-run eagerly (torch.compiler.set_stance"
+            f"('force_eager')){where}: {first_line(e)}; a body that asserts on what only a "
+            f"compile produces (torch._dynamo.explain, graph-break or compile counts) cannot "
+            f"be re-run eagerly, so its compiled outputs were not compared with eager")

@@ -4,19 +4,16 @@ for the random tensors, and in float64."""
 from __future__ import annotations
 
 import traceback
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import pytest
 
 from pytest_compilecache import lifetime
 from pytest_compilecache.child import float64, randomness
 from pytest_compilecache.child import workload as wl
-from pytest_compilecache.child.phase import (ChildPlugin, compile_kwargs, first_line,
-                                             model_cases)
+from pytest_compilecache.child.phase import (ChildPlugin, References, compile_kwargs,
+                                             first_line, model_cases)
 from pytest_compilecache.paths.base import ArtifactFailed, NotApplicable
-
-References = Tuple[wl.Outputs, Optional[str], Optional[wl.Outputs], Optional[str],
-                   List[Dict[str, Any]]]
 
 
 class CaseHooks:
@@ -59,7 +56,7 @@ class CaseHooks:
             if compiled is None:  # the path failed, or cannot take this workload
                 return True
             o.save_artifact()
-        o._finish(compiled, *self.references(prepared))
+        o._finish(compiled, self.references(prepared))
         return True
 
     def compile_and_run(self, prepared: List[Any], kwargs: Dict[str, Any]
@@ -121,4 +118,4 @@ class CaseHooks:
                                                     float64.up(ckw), prefix))
             except Exception as e:
                 ref, ref_note = None, first_line(e)
-        return eager, eager_note, ref, ref_note, random
+        return References(eager, eager_note, ref, ref_note, random)

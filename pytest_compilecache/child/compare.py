@@ -111,10 +111,11 @@ def multiplier(t: Any, gradient: bool = False) -> float:
 
 
 def against_float64(candidate: Any, baseline: Any, ref: Any,
-                    gradient: bool = False) -> Dict[str, Any]:
+                    gradient: bool = False, amplified: float = 0.0) -> Dict[str, Any]:
     """Is `candidate` as close to the float64 `ref` as `baseline` (same math, other
-    kernels) is, up to the multiplier and floor? Both errors go in the report, so a
-    user sees how close a check came."""
+    kernels) is, up to the multiplier and floor, plus `amplified`: the rounding of
+    earlier steps that this value may carry (`amplify`; 0 for a first step)? Both
+    errors go in the report, so a user sees how close a check came."""
     import torch
 
     c, b, r = candidate.double(), baseline.double(), ref.double().to(candidate.device)
@@ -124,12 +125,15 @@ def against_float64(candidate: Any, baseline: Any, ref: Any,
     c_err = rms(c - r)
     b_err = rms(b - r)
     scale = rms(r)
-    limit = multiplier(candidate, gradient) * b_err + FLOOR_REL * scale
+    limit = multiplier(candidate, gradient) * b_err + FLOOR_REL * scale + amplified
     ratio = c_err / b_err if b_err > 0 else (0.0 if c_err == 0 else math.inf)
-    return {"rmse": _round(c_err), "reference_rmse": _round(b_err), "limit": _round(limit),
-            "ratio": _round(ratio), "ok": not bad and c_err <= limit,
-            "reference_rel": _round(b_err / scale if scale else math.inf),
-            "usable": b_err <= USABLE_REL * scale}
+    out = {"rmse": _round(c_err), "reference_rmse": _round(b_err), "limit": _round(limit),
+           "ratio": _round(ratio), "ok": not bad and c_err <= limit,
+           "reference_rel": _round(b_err / scale if scale else math.inf),
+           "usable": b_err <= USABLE_REL * scale}
+    if amplified:
+        out["amplified"] = _round(amplified)
+    return out
 
 
 def within_noise(warm: Any, cold: Any, ref: Any) -> Dict[str, Any]:
@@ -159,7 +163,8 @@ def _round(x: float) -> float:
 def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs] = None,
                        ref_note: Optional[str] = None,
                        tolerance: Optional[Tuple[float, float]] = None,
-                       random: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+                       random: Optional[List[Dict[str, Any]]] = None,
+                       amplified: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
     """Compiled vs eager of the same code, every output and gradient.
 
     With an explicit ATOL,RTOL every tensor must be close to it. By default a tensor
@@ -171,10 +176,14 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
 
     `random`: the tensors that change with the random seed (`randomness.seed_dependent`):
     compiled code draws other numbers than eager, so they are not compared here (warm vs
-    cold gates them: the same seed and graph draw the same numbers)."""
+    cold gates them: the same seed and graph draw the same numbers).
+
+    `amplified`: per later value, the rounding of earlier steps it may carry
+    (`amplify.allowance`), added to its limit. Tensors of other shapes in the two runs
+    were computed from other inputs: not comparable, named, never a mismatch."""
     skip = {r["name"] for r in random or []}
     tf32 = tolerance is None and tf32_active()
-    tally = _EagerTally(tolerance, tf32)
+    tally = _EagerTally(tolerance, tf32, amplified or {})
     for name in sorted(set(compiled) | set(eager)):
         if name not in compiled or name not in eager:
             tally.mismatches.append({"name": name,
@@ -183,21 +192,28 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
             tally.judge(name, compiled[name], eager[name], (ref or {}).get(name))
     worst = max(tally.escalated,
                 key=lambda v: v["rmse"] / v["limit"] if v["limit"] else math.inf, default=None)
-    return {"ok": not tally.mismatches, "compared": len(compiled) - len(skip & set(compiled)),
+    return {"ok": not tally.mismatches,
+            "compared": len(compiled) - len(skip & set(compiled)) - len(tally.incomparable),
             "total": len(compiled), "random": list(random or []),
             "mismatches": tally.mismatches, "rule": _eager_rule(tolerance, ref, ref_note, tf32),
             "float64": {"available": ref is not None, "note": ref_note,
                         "escalated": tally.escalated, "unusable": tally.unusable,
                         "unusable_miss": _round(tally.unusable_miss), "worst": worst},
             "ungated_gradients": tally.ungated, "gradient_rel_error": tally.grad_err,
-            "gradients_gated": tolerance is not None or ref is not None}
+            "gradients_gated": tolerance is not None or ref is not None,
+            "incomparable": tally.incomparable, "amplified": amplified is not None,
+            "within_amplified": tally.amplified_rows}
 
 
 class _EagerTally:
     """What compare_with_eager finds, tensor by tensor."""
 
-    def __init__(self, tolerance: Optional[Tuple[float, float]], tf32: bool) -> None:
-        self.tolerance, self.tf32 = tolerance, tf32
+    def __init__(self, tolerance: Optional[Tuple[float, float]], tf32: bool,
+                 amplified: Dict[str, float]) -> None:
+        self.tolerance, self.tf32, self.amplified = tolerance, tf32, amplified
+        self.incomparable: List[Dict[str, Any]] = []  # other shapes: other inputs
+        # judged against eager with the amplified rounding, no float64 run there
+        self.amplified_rows: List[Dict[str, Any]] = []
         self.mismatches: List[Dict[str, Any]] = []
         self.escalated: List[Dict[str, Any]] = []
         self.ungated: List[str] = []
@@ -210,8 +226,14 @@ class _EagerTally:
         judge it, else a mismatch (a gradient without a float64 run is not gated)."""
         import torch
 
+        if c.shape != e.shape:
+            self.incomparable.append({"name": name, "message": (
+                f"compiled {str(c.dtype).replace('torch.', '')}{list(c.shape)} vs eager "
+                f"{str(e.dtype).replace('torch.', '')}{list(e.shape)}")})
+            return
         c, e, r = on_compare_device(c, e, r)
         tolerance = self.tolerance
+        amp = self.amplified.get(name, 0.0)
         grad = is_gradient(name) and c.is_floating_point()
         if grad:
             self.grad_err = max(self.grad_err, float((c.double() - e.double()).norm()
@@ -226,7 +248,7 @@ class _EagerTally:
         message = assert_close_message(c, e, kw)
         if message is None:
             return
-        v = {"name": name, **against_float64(c, e, r, grad)} if judged else None
+        v = {"name": name, **against_float64(c, e, r, grad, amp)} if judged else None
         if v is not None and not v["usable"]:
             self.unusable.append(name)
             self.unusable_miss = max(self.unusable_miss, v["reference_rel"])
@@ -237,12 +259,22 @@ class _EagerTally:
         elif v is not None:
             self.escalated.append(v)
             if not v["ok"]:
+                of = (f", of which {v['amplified']:.3g} for earlier steps' rounding amplified"
+                      if v.get("amplified") else "")
                 self.mismatches.append({"name": name, "message": (
                     f"compiled is {v['ratio']:.3g}x "
                     f"as far from a float64 run as eager (RMSE {v['rmse']:.3g} vs eager's "
-                    f"{v['reference_rmse']:.3g}; allowed {v['limit']:.3g}): wrong math, not "
+                    f"{v['reference_rmse']:.3g}; allowed {v['limit']:.3g}{of}): wrong math, not "
                     f"rounding noise"), "float64": v})
             return
+        if amp and c.is_floating_point():  # no float64 run judges it: eager does, with
+            d = rms((c.double() - e.double()).nan_to_num(0))  # the amplified rounding
+            row = {"name": name, "rmse": _round(d), "limit": _round(amp), "ok": d <= amp}
+            self.amplified_rows.append(row)
+            if row["ok"]:
+                return
+            message += (f"\n(beyond the rounding earlier steps amplify: RMSE {d:.3g} vs eager, "
+                        f"allowed {amp:.3g})")
         if grad and tolerance is None:
             self.ungated.append(name)
             return
@@ -293,10 +325,16 @@ def compare_with_cold(warm: Outputs, cold: Outputs, tolerance: Optional[Tuple[fl
     numbers, so it may differ by float32's noise floor (FLOOR_REL of its size) alone."""
     mismatches: List[Dict[str, Any]] = []
     noise: List[Dict[str, Any]] = []
+    incomparable: List[Dict[str, Any]] = []  # other shapes: the runs had other inputs
     for name in sorted(set(warm) | set(cold)):
         w, c = warm.get(name), cold.get(name)
         if w is None or c is None:
             mismatches.append({"name": name, "message": "present in only one of cold/warm"})
+            continue
+        if w.shape != c.shape:
+            incomparable.append({"name": name, "message": (
+                f"cold {str(c.dtype).replace('torch.', '')}{list(c.shape)} vs warm "
+                f"{str(w.dtype).replace('torch.', '')}{list(w.shape)}")})
             continue
         found = _warm_differs(name, w, c, tolerance, (ref or {}).get(name), name in random)
         if found is not None:
@@ -304,8 +342,8 @@ def compare_with_cold(warm: Outputs, cold: Outputs, tolerance: Optional[Tuple[fl
     mode = "bitwise" if tolerance is None else f"atol={tolerance[0]},rtol={tolerance[1]}"
     if tolerance is None and ref is not None:
         mode += ", else float64 reference"
-    return {"ok": not mismatches, "compared": len(cold), "mode": mode,
-            "mismatches": mismatches, "within_noise": noise}
+    return {"ok": not mismatches, "compared": len(cold) - len(incomparable), "mode": mode,
+            "mismatches": mismatches, "within_noise": noise, "incomparable": incomparable}
 
 
 def _warm_differs(name: str, w: Any, c: Any, tolerance: Optional[Tuple[float, float]],

@@ -7,6 +7,7 @@ compiled workload, runs the eager reference and writes one JSON result file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -20,7 +21,7 @@ import pytest
 from pytest_compilecache.child import compare
 from pytest_compilecache.child import confinement
 from pytest_compilecache.child.exit import exit_now
-from pytest_compilecache.child import randomness
+from pytest_compilecache.child import randomness, replay
 from pytest_compilecache.paths.base import WarmStartPath
 from pytest_compilecache.child import workload as wl
 from pytest_compilecache.case import ModelCase
@@ -32,6 +33,21 @@ from pytest_compilecache.child.probe import CacheObserver, current_job_id
 
 class InternalError(Exception):
     """A step of the plugin's own machinery failed; the check is an error naming it."""
+
+
+@dataclasses.dataclass
+class References:
+    """What a form's reference runs made, for the comparisons (`ChildPlugin._finish`):
+    the eager outputs (or why none), the float64 ones (or why none), the tensors that
+    change with the seed, and, where later values may carry amplified rounding, how to
+    measure it (`amplify`: a perturbed eager run, made only when a comparison needs it)."""
+    eager: wl.Outputs
+    eager_note: Optional[str] = None
+    ref: Optional[wl.Outputs] = None
+    ref_note: Optional[str] = None
+    random: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    amplify: Optional[Callable[[wl.Outputs, wl.Outputs, Optional[wl.Outputs]],
+                               Dict[str, float]]] = None
 
 
 class ChildPlugin:
@@ -110,6 +126,13 @@ class ChildPlugin:
 
     def context(self) -> wl.CheckContext:
         return wl.CheckContext(self.device or "cpu", self.spec["phase"], self.recorder)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Before the test's fixtures, in both phases: torch's, Python's and numpy's
+        generators from the check's seed, once (`replay`)."""
+        if item.nodeid == self.spec["nodeid"]:
+            replay.seed_all(int(self.spec.get("seed", 0)))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: List[pytest.Item]) -> None:
@@ -211,34 +234,50 @@ class ChildPlugin:
                                         + traceback.format_exc())
             raise InternalError(what) from e
 
-    def _finish(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str],
-                ref: Optional[wl.Outputs], ref_note: Optional[str],
-                random: Optional[List[Dict[str, Any]]] = None) -> None:
+    def _finish(self, compiled: wl.Outputs, refs: References) -> None:
         self.mark("eager_end")
         try:
             with compare.comparing(self.device):
-                self._compare(compiled, eager, eager_note, ref, ref_note, random or [])
+                self._compare_eager(compiled, refs)
+            if self._amplified_needed(refs):
+                self.mark("amplify_start")
+                with self.step("measuring the rounding that earlier steps amplify"):
+                    allowed = refs.amplify(compiled, refs.eager, refs.ref)  # type: ignore[misc]
+                with compare.comparing(self.device):
+                    self._compare_eager(compiled, refs, allowed)
+            with compare.comparing(self.device):
+                self._compare_cold(compiled, refs)
         except InternalError:
             pass  # recorded in self.result; the session reports the check as an error
         self.mark("compared")
 
-    def _compare(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str],
-                 ref: Optional[wl.Outputs], ref_note: Optional[str],
-                 random: List[Dict[str, Any]]) -> None:
+    def _amplified_needed(self, refs: References) -> bool:
+        """Only a failed eager comparison asks for the perturbed run: a tensor that
+        failed may carry rounding that earlier steps amplified."""
+        cmp = self.result.get("compare_eager") or {}
+        return refs.amplify is not None and cmp.get("ok") is False \
+            and not self.spec.get("eager_tolerance")
+
+    def _compare_eager(self, compiled: wl.Outputs, refs: References,
+                       amplified: Optional[Dict[str, float]] = None) -> None:
         with self.step("digesting the compiled outputs"):
             self.result["outputs"] = compare.describe(compiled)
-        calls = (_calls(compiled), _calls(eager))
+        eager_note = refs.eager_note
+        calls = (_calls(compiled), _calls(refs.eager))
         if not eager_note and calls[0] != calls[1]:
             eager_note = (f"the eager re-run of the test body made other compiled calls than the "
                           f"compiled run (compiled: {', '.join(calls[0][:4]) or 'none'}; eager: "
                           f"{', '.join(calls[1][:4]) or 'none'}), so their outputs do not line up")
         if eager_note:
             self.result["compare_eager"] = {"ok": None, "note": eager_note}
-        else:
-            tol = self.spec.get("eager_tolerance")
-            with self.step("comparing compiled outputs with eager ones"):
-                self.result["compare_eager"] = compare.compare_with_eager(
-                    compiled, eager, ref, ref_note, tuple(tol) if tol else None, random)
+            return
+        tol = self.spec.get("eager_tolerance")
+        with self.step("comparing compiled outputs with eager ones"):
+            self.result["compare_eager"] = compare.compare_with_eager(
+                compiled, refs.eager, refs.ref, refs.ref_note, tuple(tol) if tol else None,
+                refs.random, amplified=amplified)
+
+    def _compare_cold(self, compiled: wl.Outputs, refs: References) -> None:
         # the cold phase keeps its outputs for the warm one; a scenario may name others
         # (the deploy scenario's warm outputs, for a fresh compile of this commit's code)
         phase, cold = self.spec["phase"], self.spec["cold_outputs"]
@@ -255,8 +294,8 @@ class ChildPlugin:
             tol = self.spec.get("tolerance")
             with self.step(f"comparing {phase} outputs with earlier ones"):
                 self.result["compare_cold"] = compare.compare_with_cold(
-                    compiled, earlier, tuple(tol) if tol else None, ref,
-                    {r["name"] for r in random})
+                    compiled, earlier, tuple(tol) if tol else None, refs.ref,
+                    {r["name"] for r in refs.random})
 
     # -- the private cache root (confinement.py) ------------------------------------
     def reclaim_cache_settings(self) -> None:

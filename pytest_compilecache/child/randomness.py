@@ -26,36 +26,20 @@ ABOVE_NOISE = 10.0
 WHY = "they change with the random seed (dropout, stochastic depth, random noise)"
 
 
-def rng_state() -> Dict[str, Any]:
-    """The default generators' states: the CPU one, and CUDA's where CUDA is in use."""
-    import torch
-
-    state: Dict[str, Any] = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: Dict[str, Any]) -> None:
-    import torch
-
-    torch.set_rng_state(state["cpu"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 @contextlib.contextmanager
 def draws(seed: int) -> Iterator[None]:
     """Random draws inside come from `seed`; those outside are untouched (the
     generators are put back afterwards), so inputs drawn around the region stay equal."""
     import torch
 
-    saved = rng_state()
+    from pytest_compilecache.child import replay
+
+    saved = replay.capture()
     torch.manual_seed(seed)
     try:
         yield
     finally:
-        set_rng_state(saved)
+        replay.restore(saved)
 
 
 def seed_dependent(reference: Outputs, probe: Outputs, again: Optional[Outputs]

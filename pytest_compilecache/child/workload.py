@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.child.compare import Outputs
@@ -96,43 +96,43 @@ class Recorder:
 
     Only the outermost compiled call counts: run eagerly, a compiled function may call
     others that torch compiles for itself (flex_attention compiles its own wrapper when
-    called outside torch.compile), which the compiled run never calls. `reseed`: the
-    seed an eager re-run gives each compiled call's random draws (`randomness.draws`)."""
+    called outside torch.compile), which the compiled run never calls. `calls`: what
+    happens at each outermost call's entry and exit (`replay.Observe` in the compiled
+    run, which changes nothing; `replay.Replay` in the plugin's own re-runs)."""
 
     def __init__(self) -> None:
         self.outputs: Outputs = {}
-        self._calls = 0
+        self._calls = 0     # outermost calls recorded (the names' index)
+        self._entered = 0   # outermost calls entered (the random-state trail's index)
         self.active = False
         self.depth = 0
-        self.reseed: Optional[int] = None
-        self._saved: List[Any] = []
+        self.calls: Any = None
 
     def reset(self) -> None:
         self.outputs = {}
         self._calls = 0
-        self.depth = 0
-        self._saved = []  # a call that raised never left
+        self._entered = 0
+        self.depth = 0  # a call that raised never left
 
     def enter(self) -> None:
-        """A compiled call begins (its random draws come from `reseed` when set)."""
+        """A compiled call begins."""
         self.depth += 1
-        if self.active and self.depth == 1 and self.reseed is not None:
-            import torch
+        if self.active and self.depth == 1:
+            if self.calls is not None:
+                self.calls.enter(self._entered)
+            self._entered += 1
 
-            from pytest_compilecache.child.randomness import rng_state
-
-            self._saved.append(rng_state())
-            torch.manual_seed(self.reseed + self._calls)
-
-    def leave(self, label: str, value: Any, record: bool = True) -> None:
-        """A compiled call returned `value`: recorded if it was the outermost one."""
+    def leave(self, label: str, value: Any, record: bool = True) -> Any:
+        """A compiled call returned `value`: recorded if it was the outermost one; the
+        value the caller gets back (a re-run may replace it: `replay.Replay.perturb`)."""
         self.depth = max(0, self.depth - 1)
-        if self.depth == 0 and self._saved:
-            from pytest_compilecache.child.randomness import set_rng_state
-
-            set_rng_state(self._saved.pop())
-        if self.depth == 0 and record:
+        if self.depth or not self.active:
+            return value
+        if record:
             self.record_call(label, value)
+        if self.calls is not None:
+            value = self.calls.leave(self._entered - 1, value)
+        return value
 
     def record_call(self, label: str, value: Any) -> None:
         if self.active:
@@ -169,8 +169,7 @@ def patch_torch_compile(recorder: Recorder) -> Callable[[], None]:
             except BaseException:
                 recorder.leave(label, None, record=False)
                 raise
-            recorder.leave(label, out)
-            return out
+            return recorder.leave(label, out)
 
         return call
 

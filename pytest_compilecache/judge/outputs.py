@@ -3,12 +3,16 @@ numbers), each compiled run against eager, and the tensors that change with the 
 seed. Pure: reads typed phase records; the comparisons go to the report as written."""
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Union
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from pytest_compilecache.child.compare import USABLE_REL
 from pytest_compilecache.layers import KEYED
 from pytest_compilecache.model import (CheckResult, ColdComparison, EagerComparison,
-                                       PhaseRecord)
+                                       Mismatch, PhaseRecord)
+
+# the generators whose states a phase records at each compiled call (child/replay.py)
+GENERATORS = {"torch": "torch's CPU generator", "cuda": "torch's CUDA generators",
+              "random": "Python's random", "numpy": "numpy's global generator"}
 
 # warm-vs-cold differences below this are the size of reordered float atomics, not of a
 # wrong kernel (seen on an H200: 1.8e-7 in BERT's embedding grad, 4.2e-7 in MobileNet's)
@@ -84,6 +88,7 @@ def outputs(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord,
     elif not cmp_cold.ok:
         _warm_differs(res, cmp_cold, cold_is_other_code)
     _within_noise(res, cmp_cold)
+    _incomparable(res, cold, warm)
     for phase, cmp in (("cold", cold.compare_eager), ("warm", warm.compare_eager)):
         if cmp is not None:
             _against_eager(res, phase, cmp)
@@ -132,6 +137,50 @@ def _within_noise(res: CheckResult, cmp_cold: Optional[ColdComparison]) -> None:
     res.notes.append(f"warm differs from cold bitwise in {len(noise)} tensor(s) within "
                      f"arithmetic noise {rule} (a nondeterministic kernel, e.g. "
                      f"atomic adds): {shown}")
+
+
+def parted(cold: List[Dict[str, str]], warm: List[Dict[str, str]]
+           ) -> Optional[Tuple[int, List[str]]]:
+    """Where two phases' random-state trails first differ: the compiled call's index
+    and the generators, by name."""
+    for k, (a, b) in enumerate(zip(cold, warm)):
+        names = [GENERATORS.get(n, n) for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
+        if names:
+            return k, names
+    return None
+
+
+def _incomparable(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord) -> None:
+    """Tensors of other shapes in two runs were computed from other inputs: they cannot
+    be compared, which says nothing of a cache. Named, with where the runs' random
+    draws parted when the trails tell."""
+    cmp = warm.compare_cold
+    if cmp is not None and cmp.incomparable:
+        where = parted(cold.rng_trail, warm.rng_trail)
+        if where is not None:
+            source = (f"their random states parted before compiled call {where[0]}: "
+                      f"{' and '.join(where[1])} (a generator the test re-seeds from the clock "
+                      f"or the OS, or draws before the plugin seeds it?)")
+        elif cold.rng_trail and warm.rng_trail:
+            source = ("their random states were equal at every compiled call: the inputs "
+                      "came from elsewhere (the clock, a file, set or dict order under "
+                      "another hash seed?)")
+        else:
+            source = "where the inputs came from is not known"
+        note(res, f"outputs: {len(cmp.incomparable)} tensor(s) cannot be compared warm vs "
+                  f"cold: {_shapes(cmp.incomparable)} - the runs computed on different inputs "
+                  f"(not a cache symptom); {source}")
+    for phase, ecmp in (("cold", cold.compare_eager), ("warm", warm.compare_eager)):
+        if ecmp is not None and ecmp.incomparable:
+            note(res, f"outputs: {len(ecmp.incomparable)} tensor(s) of the {phase} run cannot "
+                      f"be compared with eager: {_shapes(ecmp.incomparable)} - the eager "
+                      f"re-run computed on different inputs (every random state at the "
+                      f"compiled calls was replayed: a value from the clock or a file?)")
+
+
+def _shapes(rows: List[Mismatch]) -> str:
+    return ", ".join(f"{m.name} ({m.message})" for m in rows[:3]) + (
+        f" (+{len(rows) - 3} more)" if len(rows) > 3 else "")
 
 
 def _against_eager(res: CheckResult, phase: str, cmp: EagerComparison) -> None:

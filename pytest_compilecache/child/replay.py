@@ -1,0 +1,145 @@
+"""The random state of a test body's compiled run, observed, and replayed in the
+plugin's own runs of the body.
+
+The compiled run is the user's program: nothing here seeds or rewinds a generator
+during it. It only reads the states (torch's CPU and CUDA generators, Python's
+`random`, numpy's global one) at each outermost compiled call's entry and exit. The
+eager, float64 and probe re-runs then set those states at the same instants, so every
+draw outside a compiled call (a fresh batch, a token sampled from the logits, sizes
+drawn with `random.randrange`, a test that seeds itself between calls) is the draw the
+compiled run made, whatever the compiled code consumed. Inside a call, the reference
+starts from the compiled run's entry state, the probe from a seed of its own (which
+tensors move with the seed: `randomness`).
+
+Before the test, both phases seed the three generators once, as pytest-randomly does,
+so that cold and warm draw alike; a test that seeds itself gets the draws it gets
+without the plugin. Import-time draws stay per process (a constant drawn at import
+drifts between restarts in production too).
+
+Runs in the child with torch alone; no pytest.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import random
+import sys
+from typing import Any, Callable, Dict, List, Optional
+
+State = Dict[str, Any]
+# the entries of the trail kept as digests in the phase record, to name where cold's
+# and warm's draws parted (bounded: a sampling loop makes thousands of calls)
+TRAIL_DIGESTS = 64
+
+
+def _numpy() -> Any:
+    """numpy's module where the process has it imported or can import it; else None
+    (torch does not need numpy, and a blocked import is a None in sys.modules)."""
+    if "numpy" in sys.modules:
+        return sys.modules["numpy"]
+    try:
+        if importlib.util.find_spec("numpy") is None:
+            return None
+        import numpy  # type: ignore[import-not-found]
+    except Exception:
+        return None
+    return numpy
+
+
+def seed_all(seed: int) -> None:
+    """Before the test, in both phases: the three generators from one seed."""
+    import torch
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np = _numpy()
+    if np is not None:
+        np.random.seed(seed)
+
+
+def capture() -> State:
+    """Every generator's state, read without changing it."""
+    import torch
+
+    state: State = {"torch": torch.get_rng_state(), "random": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    np = sys.modules.get("numpy")  # only where the program has imported it
+    if np is not None:
+        state["numpy"] = np.random.get_state()
+    return state
+
+
+def restore(state: State) -> None:
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["random"])
+    if "cuda" in state and torch.cuda.is_initialized():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    np = sys.modules.get("numpy")
+    if "numpy" in state and np is not None:
+        np.random.set_state(state["numpy"])
+
+
+def digests(state: State) -> Dict[str, str]:
+    """A short digest of each generator's state (the phase record's trail)."""
+    from pytest_compilecache.child.compare import raw_bytes
+
+    out: Dict[str, str] = {}
+    for name, value in state.items():
+        h = hashlib.sha256()
+        if name == "torch":
+            h.update(raw_bytes(value))
+        elif name == "cuda":
+            for t in value:
+                h.update(raw_bytes(t))
+        else:
+            h.update(repr(value).encode())
+        out[name] = h.hexdigest()[:12]
+    return out
+
+
+class Observe:
+    """The compiled run: reads each outermost call's entry and exit states."""
+
+    def __init__(self) -> None:
+        self.trail: List[List[Optional[State]]] = []
+
+    def enter(self, k: int) -> None:
+        self.trail.append([capture(), None])
+
+    def leave(self, k: int, value: Any) -> Any:
+        if k < len(self.trail):
+            self.trail[k][1] = capture()
+        return value
+
+    def digests(self) -> List[Dict[str, str]]:
+        return [digests(entry) for entry, _ in self.trail[:TRAIL_DIGESTS] if entry]
+
+
+class Replay:
+    """A re-run of the body: at each outermost call's entry the compiled run's entry
+    state (or, with `inside_seed`, torch's generators from that seed plus the call's
+    index: the probe), at its exit the compiled run's exit state. `perturb` may
+    replace a call's value as the body receives it (`amplify`)."""
+
+    def __init__(self, trail: List[List[Optional[State]]], inside_seed: Optional[int] = None,
+                 perturb: Optional[Callable[[int, Any], Any]] = None) -> None:
+        self.trail = trail
+        self.inside_seed = inside_seed
+        self.perturb = perturb
+
+    def enter(self, k: int) -> None:
+        if k >= len(self.trail) or self.trail[k][0] is None:
+            return  # a call the compiled run did not make: said by the comparison
+        restore(self.trail[k][0])  # type: ignore[arg-type]
+        if self.inside_seed is not None:
+            import torch
+
+            torch.manual_seed(self.inside_seed + k)
+
+    def leave(self, k: int, value: Any) -> Any:
+        if k < len(self.trail) and self.trail[k][1] is not None:
+            restore(self.trail[k][1])  # type: ignore[arg-type]
+        return self.perturb(k, value) if self.perturb is not None else value

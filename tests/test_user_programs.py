@@ -1,0 +1,191 @@
+"""Test bodies as people really write them (issue 36), judged without being changed:
+a body that seeds itself and draws inside its compiled call (kornia's KMeans), a token
+sampling loop, sizes drawn with Python's `random` (torch_geometric's dynamic-shape test),
+a body that asserts on `torch._dynamo.explain`, and training bodies with several optimizer
+steps: float32 SGD with momentum, fp16 autocast with a GradScaler, bf16 autocast with
+AdamW. Each training body also runs with a compiled path that computes 5% off (what a
+miscompile looks like): that must fail, naming compiled vs eager."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import RepoRun, run_repo
+
+pytestmark = pytest.mark.slow
+
+TESTS = '''
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+class Net(torch.nn.Module):
+    """conv + BatchNorm + linear; `off` scales the compiled path only (a miscompile)."""
+
+    def __init__(self, off=1.0):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8 * 8 * 8, 10)
+        self.off = off
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv(x)))
+        out = self.fc(h.flatten(1))
+        if torch.compiler.is_compiling():
+            out = out * self.off
+        return out
+
+
+def train(compile_cache, off, amp):
+    torch.manual_seed(0)
+    model = Net(off)
+    opt = (torch.optim.AdamW(model.parameters(), lr=1e-3) if amp == "bf16"
+           else torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
+    scaler = torch.amp.GradScaler("cpu") if amp == "fp16" else None
+    step = torch.compile(model)
+    x, y = torch.randn(16, 3, 8, 8), torch.randint(0, 10, (16,))
+    for i in range(3):
+        with torch.autocast("cpu", dtype=torch.float16 if amp == "fp16" else torch.bfloat16,
+                            enabled=amp != "fp32"):
+            loss = F.cross_entropy(step(x), y)
+        compile_cache.record(f"loss{i}", loss)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        opt.zero_grad()
+
+
+@pytest.mark.compile_cache
+@pytest.mark.parametrize("off", [1.0, 1.05], ids=["healthy", "off5"])
+@pytest.mark.parametrize("amp", ["fp32", "fp16", "bf16"])
+def test_training(compile_cache, amp, off):
+    train(compile_cache, off, amp)
+
+
+def refine(x, c):
+    w = torch.softmax(-torch.cdist(x, c) * 4, dim=1)
+    return (w.T @ x) / w.sum(0)[:, None]
+
+
+def fit(x):
+    c = x[torch.randperm(x.shape[0])[:4]]  # drawn inside the compiled call
+    for _ in range(4):
+        c = refine(x, c)
+    return c
+
+
+@pytest.mark.compile_cache
+def test_seeds_itself(compile_cache):
+    x = torch.randn(64, 2)
+    torch.manual_seed(2023)
+    eager = fit(x)
+    torch.manual_seed(2023)
+    compiled = torch.compile(fit)(x)
+    torch.testing.assert_close(compiled, eager)
+
+
+@pytest.mark.compile_cache
+def test_sampling_loop(compile_cache):
+    lm = torch.compile(torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16)))
+    tok = torch.tensor([3])
+    seq = []
+    for _ in range(4):
+        probs = torch.softmax(lm(tok), -1)
+        tok = torch.multinomial(probs, 1).view(1)  # drawn outside the compiled call
+        seq.append(tok)
+    compile_cache.record("tokens", torch.cat(seq))
+
+
+@pytest.mark.compile_cache
+@pytest.mark.parametrize("seeding", ["suite", "clock"])
+def test_sizes_from_python_random(compile_cache, seeding):
+    if seeding == "clock":
+        random.seed()  # from the OS: every process draws other sizes
+    lin = torch.nn.Linear(16, 8)
+    f = torch.compile(lin, dynamic=True)
+    opt = torch.optim.Adam(lin.parameters())
+    for _ in range(2):
+        n = random.randrange(10, 50)
+        f(torch.randn(n, 16)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+@pytest.mark.compile_cache
+def test_explain_then_compile(compile_cache):
+    def f(x):
+        return torch.relu(x) * 2
+
+    x = torch.randn(8)
+    explanation = torch._dynamo.explain(f)(x)
+    assert explanation.graph_count == 1
+    compile_cache.record("y", torch.compile(f)(x))
+'''
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
+    return run_repo(tmp_path_factory.mktemp("repo_programs"), {"test_programs.py": TESTS})
+
+
+def _problems(c: dict) -> str:
+    return "\n".join(c.get("problems") or [])
+
+
+@pytest.mark.parametrize("amp", ["fp32", "fp16", "bf16"])
+def test_training_with_several_steps_passes(run: RepoRun, amp: str) -> None:
+    c = run.check(f"test_training[{amp}-healthy]")
+    assert c["verdict"] == "pass", _problems(c) + run.out[-3000:]
+    cmp = c["outputs"]["warm_vs_eager"]
+    assert cmp["ok"] and cmp["compared"] == cmp["total"] == 6, cmp  # calls and losses
+    assert c["outputs"]["warm_vs_cold"]["ok"]
+
+
+@pytest.mark.parametrize("amp", ["fp32", "fp16", "bf16"])
+def test_training_computed_5_percent_off_fails(run: RepoRun, amp: str) -> None:
+    c = run.check(f"test_training[{amp}-off5]")
+    assert c["verdict"] == "fail", run.out[-3000:]
+    assert "compiled differs from eager" in _problems(c), _problems(c)
+    assert "record:loss0" in _problems(c)  # the first step already: nothing to amplify
+
+
+def test_a_body_that_seeds_itself_gets_its_own_draws(run: RepoRun) -> None:
+    c = run.check("test_seeds_itself")
+    assert c["verdict"] == "pass", _problems(c) + run.out[-3000:]
+    assert c["outputs"]["warm_vs_eager"]["ok"]
+
+
+def test_draws_between_compiled_calls_are_replayed(run: RepoRun) -> None:
+    c = run.check("test_sampling_loop")
+    assert c["verdict"] == "pass", _problems(c) + run.out[-3000:]
+    # the eager re-run sampled the compiled run's tokens: compared, equal
+    assert "record:tokens" not in c["outputs"]["random"]
+    assert c["outputs"]["warm_vs_eager"]["ok"]
+
+
+def test_sizes_drawn_from_python_random_compare(run: RepoRun) -> None:
+    c = run.check("test_sizes_from_python_random[suite]")
+    assert c["verdict"] == "pass", _problems(c) + run.out[-3000:]
+    assert c["outputs"]["warm_vs_cold"]["ok"] and not c["outputs"]["warm_vs_cold"]["incomparable"]
+
+
+def test_sizes_drawn_from_the_clock_cannot_be_compared(run: RepoRun) -> None:
+    c = run.check("test_sizes_from_python_random[clock]")
+    text = "\n".join(c["notes"])
+    assert "stale" not in _problems(c), _problems(c)
+    assert "cannot be compared warm vs cold" in text, text
+    assert "Python's random" in text, text
+
+
+def test_an_eager_rerun_that_asserts_on_a_compile_says_so(run: RepoRun) -> None:
+    c = run.check("test_explain_then_compile")
+    note = next(n for n in c["notes"] if "re-run eagerly" in n)
+    assert "test_programs.py:" in note and "explanation.graph_count" in note, note
+    assert "\n" not in note and "pluggy" not in note
