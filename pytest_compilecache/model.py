@@ -372,6 +372,8 @@ class PhaseRecord(Wire):
     random_note: Optional[str] = None
     # digests of the random states at each outermost compiled call's entry (child/replay.py)
     rng_trail: List[Dict[str, str]] = field(default_factory=list)
+    # where the eager re-run's random state parted from the compiled run's: {call, generators}
+    eager_parted: Dict[str, Any] = field(default_factory=dict)
     artifact: ArtifactRecord = field(default_factory=ArtifactRecord)
     notes: List[str] = field(default_factory=list)
     marks: Dict[str, float] = field(default_factory=dict)

@@ -78,7 +78,10 @@ class BodyHooks:
             with wl.force_eager() as why:
                 refs.eager_note = why
                 if why is None:
-                    refs.eager = self._rerun(pyfuncitem, replay.Replay(self.trail))
+                    reference = replay.Replay(self.trail, watch=True)
+                    refs.eager = self._rerun(pyfuncitem, reference)
+                    if reference.parted:
+                        o.result["eager_parted"] = reference.parted
                     refs.random = o.random_tensors(
                         lambda seed: self._rerun(pyfuncitem, self._replay(seed)), refs.eager)
                     try:

@@ -184,12 +184,13 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
     skip = {r["name"] for r in random or []}
     tf32 = tolerance is None and tf32_active()
     tally = _EagerTally(tolerance, tf32, amplified or {})
-    for name in sorted(set(compiled) | set(eager)):
+    for name in in_order(compiled, eager):
         if name not in compiled or name not in eager:
             tally.mismatches.append({"name": name,
                                      "message": "present in only one of compiled/eager"})
         elif name not in skip:
             tally.judge(name, compiled[name], eager[name], (ref or {}).get(name))
+    tally.downstream_of_incomparable()
     worst = max(tally.escalated,
                 key=lambda v: v["rmse"] / v["limit"] if v["limit"] else math.inf, default=None)
     return {"ok": not tally.mismatches,
@@ -212,6 +213,7 @@ class _EagerTally:
                  amplified: Dict[str, float]) -> None:
         self.tolerance, self.tf32, self.amplified = tolerance, tf32, amplified
         self.incomparable: List[Dict[str, Any]] = []  # other shapes: other inputs
+        self._order: List[str] = []
         # judged against eager with the amplified rounding, no float64 run there
         self.amplified_rows: List[Dict[str, Any]] = []
         self.mismatches: List[Dict[str, Any]] = []
@@ -226,6 +228,7 @@ class _EagerTally:
         judge it, else a mismatch (a gradient without a float64 run is not gated)."""
         import torch
 
+        self._order.append(name)
         if c.shape != e.shape:
             self.incomparable.append({"name": name, "message": (
                 f"compiled {str(c.dtype).replace('torch.', '')}{list(c.shape)} vs eager "
@@ -284,6 +287,26 @@ class _EagerTally:
         self.mismatches.append({"name": name, "message": message})
 
 
+    def downstream_of_incomparable(self) -> None:
+        """What differs after a tensor computed from other inputs (recording order) was
+        computed from them too (weights updated on another batch): not comparable
+        either, never a mismatch."""
+        if not self.incomparable:
+            return
+        first = self.incomparable[0]["name"]
+        after = set(self._order[self._order.index(first) + 1:])
+        moved = [m for m in self.mismatches if m["name"] in after]
+        self.mismatches = [m for m in self.mismatches if m["name"] not in after]
+        self.incomparable += [{"name": m["name"], "message": f"computed after {first}"}
+                              for m in moved]
+
+
+def in_order(first: Outputs, second: Outputs) -> List[str]:
+    """Every name of both, in the order the run recorded them (the cold phase's saved
+    outputs keep it), so that what came after what can be told."""
+    return list(dict.fromkeys([*first, *second]))
+
+
 def _eager_rule(tolerance: Optional[Tuple[float, float]], ref: Optional[Outputs],
                 ref_note: Optional[str], tf32: bool) -> str:
     """The rule compiled vs eager was judged by, as the report names it."""
@@ -326,15 +349,17 @@ def compare_with_cold(warm: Outputs, cold: Outputs, tolerance: Optional[Tuple[fl
     mismatches: List[Dict[str, Any]] = []
     noise: List[Dict[str, Any]] = []
     incomparable: List[Dict[str, Any]] = []  # other shapes: the runs had other inputs
-    for name in sorted(set(warm) | set(cold)):
+    for name in in_order(warm, cold):
         w, c = warm.get(name), cold.get(name)
         if w is None or c is None:
             mismatches.append({"name": name, "message": "present in only one of cold/warm"})
             continue
-        if w.shape != c.shape:
+        if w.shape != c.shape or (incomparable and tolerance is None
+                                  and digest(w) != digest(c)):
             incomparable.append({"name": name, "message": (
                 f"cold {str(c.dtype).replace('torch.', '')}{list(c.shape)} vs warm "
-                f"{str(w.dtype).replace('torch.', '')}{list(w.shape)}")})
+                f"{str(w.dtype).replace('torch.', '')}{list(w.shape)}"
+                if w.shape != c.shape else f"computed after {incomparable[0]['name']}")})
             continue
         found = _warm_differs(name, w, c, tolerance, (ref or {}).get(name), name in random)
         if found is not None:

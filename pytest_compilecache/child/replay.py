@@ -125,14 +125,25 @@ class Replay:
     replace a call's value as the body receives it (`amplify`)."""
 
     def __init__(self, trail: List[List[Optional[State]]], inside_seed: Optional[int] = None,
-                 perturb: Optional[Callable[[int, Any], Any]] = None) -> None:
+                 perturb: Optional[Callable[[int, Any], Any]] = None,
+                 watch: bool = False) -> None:
         self.trail = trail
         self.inside_seed = inside_seed
         self.perturb = perturb
+        self.watch = watch
+        # with `watch`: the first call whose entry found other states than the compiled
+        # run had there (the body drew differently before it: a clock-seeded generator),
+        # and those generators' names
+        self.parted: Optional[Dict[str, Any]] = None
 
     def enter(self, k: int) -> None:
         if k >= len(self.trail) or self.trail[k][0] is None:
             return  # a call the compiled run did not make: said by the comparison
+        if self.watch and self.parted is None:
+            now, then = digests(capture()), digests(self.trail[k][0])  # type: ignore[arg-type]
+            names = sorted(n for n in set(now) | set(then) if now.get(n) != then.get(n))
+            if names:
+                self.parted = {"call": k, "generators": names}
         restore(self.trail[k][0])  # type: ignore[arg-type]
         if self.inside_seed is not None:
             import torch

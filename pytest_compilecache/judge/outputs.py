@@ -170,12 +170,19 @@ def _incomparable(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord) -> Non
         note(res, f"outputs: {len(cmp.incomparable)} tensor(s) cannot be compared warm vs "
                   f"cold: {_shapes(cmp.incomparable)} - the runs computed on different inputs "
                   f"(not a cache symptom); {source}")
-    for phase, ecmp in (("cold", cold.compare_eager), ("warm", warm.compare_eager)):
-        if ecmp is not None and ecmp.incomparable:
-            note(res, f"outputs: {len(ecmp.incomparable)} tensor(s) of the {phase} run cannot "
-                      f"be compared with eager: {_shapes(ecmp.incomparable)} - the eager "
-                      f"re-run computed on different inputs (every random state at the "
-                      f"compiled calls was replayed: a value from the clock or a file?)")
+    for phase, rec in (("cold", cold), ("warm", warm)):
+        ecmp = rec.compare_eager
+        if ecmp is None or not ecmp.incomparable:
+            continue
+        gens = [GENERATORS.get(n, n) for n in rec.eager_parted.get("generators") or []]
+        source = (f"its random state before compiled call {rec.eager_parted.get('call')} "
+                  f"was not the compiled run's: {' and '.join(gens)} (the body re-seeds from "
+                  f"the clock or the OS?)" if gens else
+                  "every random state at the compiled calls was replayed: a value from the "
+                  "clock or a file?")
+        note(res, f"outputs: {len(ecmp.incomparable)} tensor(s) of the {phase} run cannot "
+                  f"be compared with eager: {_shapes(ecmp.incomparable)} - the eager re-run "
+                  f"computed on different inputs ({source})")
 
 
 def _shapes(rows: List[Mismatch]) -> str:
