@@ -1,10 +1,8 @@
-"""Test bodies as people really write them (issue 36), judged without being changed:
-a body that seeds itself and draws inside its compiled call (kornia's KMeans), a token
+"""Test bodies as people really write them (issue 36), judged without being changed: a
+body that seeds itself and draws inside its compiled call (kornia's KMeans), a token
 sampling loop, sizes drawn with Python's `random` (torch_geometric's dynamic-shape test),
-a body that asserts on `torch._dynamo.explain`, and training bodies with several optimizer
-steps: float32 SGD with momentum, fp16 autocast with a GradScaler, bf16 autocast with
-AdamW. Each training body also runs with a compiled path that computes 5% off (what a
-miscompile looks like): that must fail, naming compiled vs eager."""
+seeded by the suite or from the clock, and a body that asserts on
+`torch._dynamo.explain`."""
 from __future__ import annotations
 
 import pytest
@@ -18,55 +16,6 @@ import random
 
 import pytest
 import torch
-import torch.nn.functional as F
-
-
-class Net(torch.nn.Module):
-    """conv + BatchNorm + linear; `off` scales the compiled path only (a miscompile)."""
-
-    def __init__(self, off=1.0):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = torch.nn.BatchNorm2d(8)
-        self.fc = torch.nn.Linear(8 * 8 * 8, 10)
-        self.off = off
-
-    def forward(self, x):
-        h = torch.relu(self.bn(self.conv(x)))
-        out = self.fc(h.flatten(1))
-        if torch.compiler.is_compiling():
-            out = out * self.off
-        return out
-
-
-def train(compile_cache, off, amp):
-    torch.manual_seed(0)
-    model = Net(off)
-    opt = (torch.optim.AdamW(model.parameters(), lr=1e-3) if amp == "bf16"
-           else torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
-    scaler = torch.amp.GradScaler("cpu") if amp == "fp16" else None
-    step = torch.compile(model)
-    x, y = torch.randn(16, 3, 8, 8), torch.randint(0, 10, (16,))
-    for i in range(3):
-        with torch.autocast("cpu", dtype=torch.float16 if amp == "fp16" else torch.bfloat16,
-                            enabled=amp != "fp32"):
-            loss = F.cross_entropy(step(x), y)
-        compile_cache.record(f"loss{i}", loss)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        opt.zero_grad()
-
-
-@pytest.mark.compile_cache
-@pytest.mark.parametrize("off", [1.0, 1.05], ids=["healthy", "off5"])
-@pytest.mark.parametrize("amp", ["fp32", "fp16", "bf16"])
-def test_training(compile_cache, amp, off):
-    train(compile_cache, off, amp)
 
 
 def refine(x, c):
@@ -138,23 +87,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
 
 def _problems(c: dict) -> str:
     return "\n".join(c.get("problems") or [])
-
-
-@pytest.mark.parametrize("amp", ["fp32", "fp16", "bf16"])
-def test_training_with_several_steps_passes(run: RepoRun, amp: str) -> None:
-    c = run.check(f"test_training[{amp}-healthy]")
-    assert c["verdict"] == "pass", _problems(c) + run.out[-3000:]
-    cmp = c["outputs"]["warm_vs_eager"]
-    assert cmp["ok"] and cmp["compared"] == cmp["total"] == 6, cmp  # calls and losses
-    assert c["outputs"]["warm_vs_cold"]["ok"]
-
-
-@pytest.mark.parametrize("amp", ["fp32", "fp16", "bf16"])
-def test_training_computed_5_percent_off_fails(run: RepoRun, amp: str) -> None:
-    c = run.check(f"test_training[{amp}-off5]")
-    assert c["verdict"] == "fail", run.out[-3000:]
-    assert "compiled differs from eager" in _problems(c), _problems(c)
-    assert "record:loss0" in _problems(c)  # the first step already: nothing to amplify
 
 
 def test_a_body_that_seeds_itself_gets_its_own_draws(run: RepoRun) -> None:
