@@ -7,6 +7,7 @@
 # exported: the package itself comes from PyPI, so it is not shadowed by a source tree.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=benchmarks/third_party/suites.sh disable=SC1091
 . "$here/suites.sh"
 suite=${1:?suite: kornia or pyg}; gitdir=${2:?git dir of the suite}
 dest=${3:-/tmp/thirdparty/$suite}

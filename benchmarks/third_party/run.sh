@@ -13,6 +13,7 @@
 # Exit status: 0 when every plugin verdict equals its plain pair's, 1 otherwise.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=benchmarks/third_party/suites.sh disable=SC1091
 . "$here/suites.sh"
 plugin=$(cd "$here/../.." && pwd)
 venv=/tmp/thirdparty/venv; src=/tmp/thirdparty; out=""; do_plugin=1; do_pair=1; install=1
@@ -48,7 +49,7 @@ if [ $install = 1 ]; then
       || "$py" -m pip install -q torch==2.13.0 || exit 2
   fi
   log "installing the plugin from $plugin, pytest, numpy, $KORNIA_PIP, $PYG_PIP"
-  "$py" -m pip install -q -e "$plugin[xdist]" pytest numpy "$KORNIA_PIP" "$PYG_PIP" 2>&1 \
+  "$py" -m pip install -q -e "${plugin}[xdist]" pytest numpy "$KORNIA_PIP" "$PYG_PIP" 2>&1 \
     | grep -v "^WARNING: Location" || true
   log "venv ready in $(( $(date +%s) - t0 )) s"
 fi
@@ -70,8 +71,8 @@ log "plugin checkout $plugin at $plugin_sha (plugin code last changed in $plugin
 n=0
 for suite in "${suites[@]}"; do
   case $suite in
-    kornia) commit=$KORNIA_COMMIT; envs=$KORNIA_ENV; tests=$KORNIA_TESTS ;;
-    pyg) commit=$PYG_COMMIT; envs=$PYG_ENV; tests=$PYG_TESTS ;;
+    kornia) commit=$KORNIA_COMMIT; envstr=$KORNIA_ENV; tests=$KORNIA_TESTS ;;
+    pyg) commit=$PYG_COMMIT; envstr=$PYG_ENV; tests=$PYG_TESTS ;;
   esac
   dir=$src/$suite
   if [ ! -f "$dir/SOURCE_COMMIT" ]; then
@@ -82,11 +83,12 @@ for suite in "${suites[@]}"; do
   [ "$got" = "$commit" ] || log "WARNING: $dir is $got, suites.sh pins $commit"
   log "$suite: tests from $got"
   read -r -a ids <<< "$tests"
+  read -r -a envs <<< "$envstr"
 
   if [ $do_plugin = 1 ]; then
     log "$suite: plugin session: ${ids[*]}"
     t0=$(date +%s.%N)
-    (cd "$dir" && env $envs PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" PYTEST_PLUGINS=thirdparty_mark \
+    (cd "$dir" && env "${envs[@]}" PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" PYTEST_PLUGINS=thirdparty_mark \
        THIRDPARTY_MARK="$tests" "$py" -m pytest -p no:cacheprovider "${ids[@]}" \
        --compile-cache-check --compile-cache-report="$out/$suite.plugin.json" --color=no) \
        > "$out/$suite.plugin.log" 2>&1
@@ -105,7 +107,7 @@ for suite in "${suites[@]}"; do
       for phase in cold warm; do
         [ $phase = warm ] && (cd "$cache" && find . -type f -printf '%p %s %T@\n' | sort) > "$out/pair-$n.before-warm"
         t0=$(date +%s.%N)
-        (cd "$dir" && env $envs TORCHINDUCTOR_CACHE_DIR="$cache/inductor" TRITON_CACHE_DIR="$cache/triton" \
+        (cd "$dir" && env "${envs[@]}" TORCHINDUCTOR_CACHE_DIR="$cache/inductor" TRITON_CACHE_DIR="$cache/triton" \
            TORCHINDUCTOR_FX_GRAPH_CACHE=1 PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" \
            PYTEST_PLUGINS=thirdparty_counters THIRDPARTY_COUNTERS="$out/counters-$n.$phase.json" \
            "$py" -m pytest -p no:compilecache -p no:cacheprovider --color=no "$id") > "$out/pair-$n.$phase.log" 2>&1

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: the variables are used by its callers
 # Pinned third-party suites (sourced by run.sh and export_sources.sh).
 # Each suite: the commit its tests come from, the files exported from it, the PyPI
 # package installed to run them (the released version closest to the commit), the

@@ -41,7 +41,8 @@ def error_lines(error):
         if line.startswith("--- last lines"):
             break
         s = line.strip()
-        if own is None and s.startswith("File ") and not any(k in s for k in ("site-packages", "pytest_compilecache", "pluggy")):
+        library = any(k in s for k in ("site-packages", "pytest_compilecache", "pluggy"))
+        if own is None and s.startswith("File ") and not library:
             own = s
         if i and re.match(r"^[A-Za-z_.]+(Error|Exception|Interrupt)\b", line):
             keep += ([f"at {own}"] if own else []) + [ln for ln in lines[i:i + 5]
@@ -78,7 +79,8 @@ def main(out):
             checks[c["nodeid"]] = c
             layers = " ".join(f"{k}={v.get('state')}" for k, v in (c.get("layers") or {}).items())
             t = c.get("timings") or {}
-            print(f"- {c['nodeid']}: {c['verdict']}  [{layers}]  cold {t.get('cold_s')} s, warm {t.get('warm_s')} s")
+            print(f"- {c['nodeid']}: {c['verdict']}  [{layers}]  "
+                  f"cold {t.get('cold_s')} s, warm {t.get('warm_s')} s")
             if c.get("error"):
                 for line in error_lines(c["error"]):
                     print(f"    error: {line[:400]}")

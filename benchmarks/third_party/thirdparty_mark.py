@@ -18,7 +18,9 @@ def _wanted():
 def _matches(nodeid, wanted):
     tail = nodeid.split("::", 1)[-1]
     for w in wanted:
-        if nodeid == w or nodeid.endswith("/" + w) or w.endswith("/" + nodeid) or tail == w.split("::", 1)[-1]:
+        if nodeid == w or nodeid.endswith("/" + w) or w.endswith("/" + nodeid):
+            return True
+        if tail == w.split("::", 1)[-1]:
             return True
     return False
 
