@@ -112,13 +112,19 @@ class CacheObserver:
 
         tl = logging.getLogger(TRACE_LOGGER)
         th = TraceHandler(self.events)
-        old_level = tl.level
+        old_trace = (tl.level, tl.propagate)
         tl.addHandler(th)
         tl.setLevel(logging.DEBUG)
+        # torch emits its trace only to a logger with handlers, ours here, and never lets
+        # it propagate (torch._logging: "trace_log never propagates"); left to propagate,
+        # every event lands in pytest's log capture, and a failing phase's last lines of
+        # output were 40 empty `DEBUG torch.__trace:utils.py:2350` records, not the test's
+        tl.propagate = False
 
         def restore_trace() -> None:
             tl.removeHandler(th)
-            tl.setLevel(old_level)
+            tl.setLevel(old_trace[0])
+            tl.propagate = old_trace[1]
 
         self._restore.append(restore_trace)
         al = logging.getLogger(AOT_LOGGER)
