@@ -23,6 +23,7 @@ class LayerVerdict:
     warm: str = ""             # what the warm run did
     reasons: List[str] = field(default_factory=list)
     files: List[str] = field(default_factory=list)  # files the warm run added
+    setting: Optional[str] = None  # the config setting that switched the layer off
 
 
 @dataclass
@@ -196,6 +197,9 @@ class LayerConfig(Wire):
     enabled: bool = True
     why: Optional[str] = None
     no_job_id: bool = False
+    off: bool = False      # a setting switched it off (its row reads `off`, not `n/a`)
+    in_code: bool = False  # ...the test's own code did: the check fails
+    setting: Optional[str] = None  # that setting, "torch._inductor.config.fx_graph_cache = False"
 
 
 @dataclass
