@@ -210,8 +210,8 @@ _PYTEST_FOOTER = re.compile(r"^=+ (short test summary info|warnings summary) =+$
 def useful_tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
     """The last lines of a phase's output that say what went wrong: torch's debug and info
     log lines, pytest's capture of the plugin's trace observation and the phase's pytest
-    footer dropped; the user's traceback kept, and what
-    the process said before a faulthandler dump."""
+    footer dropped; the user's traceback kept, and what the process said before a
+    faulthandler dump."""
     out = [line for line in text.rstrip().splitlines()
            if not _TORCH_DEBUG.match(line) and not _TRACE_CAPTURE.match(line + " ")]
     # a log capture section that held only those lines says nothing

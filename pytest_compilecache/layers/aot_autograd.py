@@ -22,16 +22,18 @@ class AOTAutograd(KeyedLayer):
         if on is None:
             return {"enabled": False,
                     "why": f"torch {torch.version} has no AOTAutograd cache config"}
-        if torch.force_disabled:
-            return torch.state(False, "")
-        own = torch.switched_off(AUTOGRAD_CACHE, "every restart traces its forward and "
-                                                 "backward graphs again")
-        if own:
-            return own
+        return torch.forced() or torch.switched_off(
+            AUTOGRAD_CACHE, "every restart traces its forward and backward graphs again") \
+            or self._without_fx(torch) or torch.on()
+
+    @staticmethod
+    def _without_fx(torch: TorchConfigs) -> Optional[Dict[str, Any]]:
+        """torch bypasses this cache while the FX graph cache is off ("FX graph cache is
+        not enabled"): off, naming that setting, not this layer's own switch."""
         fx = torch.off(FX_GRAPH_CACHE)
-        if fx:  # torch bypasses it ("FX graph cache is not enabled"): its own switch is on
-            return {"enabled": False, "off": True, "setting": fx,
-                    "why": f"off because the FX graph cache is off ({fx}, "
-                           f"{torch.where(FX_GRAPH_CACHE)}): AOTAutograd's cache keeps a graph "
-                           f"only with its FX graph, whatever {AUTOGRAD_CACHE.setting} says"}
-        return torch.state(True, "")
+        if fx is None:
+            return None
+        return {"enabled": False, "off": True, "setting": fx,
+                "why": f"off because the FX graph cache is off ({fx}, "
+                       f"{torch.where(FX_GRAPH_CACHE)}): AOTAutograd's cache keeps a graph only "
+                       f"with its FX graph, whatever {AUTOGRAD_CACHE.setting} says"}

@@ -21,10 +21,8 @@ class Autotune(CacheLayer):
     switches = (LOCAL_CACHE,)
 
     def config(self, torch: TorchConfigs) -> Optional[Dict[str, Any]]:
-        if torch.force_disabled:
-            return torch.state(False, "")
-        return torch.switched_off(LOCAL_CACHE, "every restart benchmarks its kernel choices "
-                                  "again") or torch.state(True, "")
+        return torch.forced() or torch.switched_off(
+            LOCAL_CACHE, "every restart benchmarks its kernel choices again") or torch.on()
 
     def judge(self, inputs: LayerInputs) -> Tuple[LayerVerdict, List[str]]:
         """Switched off, the layer is `off` only where tuning ran: a workload that tunes

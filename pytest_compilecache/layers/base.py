@@ -58,13 +58,18 @@ class TorchConfigs:
     # a switch's setting -> where its value came from (SET_IN_PHASE, ...; child/settings.py)
     origins: Dict[str, str] = field(default_factory=dict)
 
-    def state(self, ok: bool, why: str) -> Dict[str, Any]:
-        """A layer's config record: enabled, or why not (force-disabled caches first)."""
-        if self.force_disabled:
-            return {"enabled": False, "off": True,
-                    "why": "caches force-disabled (TORCHINDUCTOR_FORCE_DISABLE_CACHES / "
-                           "TORCH_COMPILE_FORCE_DISABLE_CACHES)"}
-        return {"enabled": ok, "why": None if ok else why}
+    @staticmethod
+    def on() -> Dict[str, Any]:
+        """A layer's config record where its config enables it."""
+        return {"enabled": True, "why": None}
+
+    def forced(self) -> Optional[Dict[str, Any]]:
+        """Every layer's config record where caches are force-disabled, else None."""
+        if not self.force_disabled:
+            return None
+        return {"enabled": False, "off": True,
+                "why": "caches force-disabled (TORCHINDUCTOR_FORCE_DISABLE_CACHES / "
+                       "TORCH_COMPILE_FORCE_DISABLE_CACHES)"}
 
     def off(self, switch: Switch) -> Optional[str]:
         """`torch._inductor.config.fx_graph_cache = False` where `switch` is off, else None."""

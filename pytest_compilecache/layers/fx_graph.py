@@ -19,7 +19,6 @@ class FxGraph(KeyedLayer):
     switches = (FX_GRAPH_CACHE,)
 
     def config(self, torch: TorchConfigs) -> Optional[Dict[str, Any]]:
-        if torch.force_disabled:
-            return torch.state(False, "")
-        return torch.switched_off(FX_GRAPH_CACHE, "every restart compiles its FX graphs, and "
-                                  "AOTAutograd's with them, again") or torch.state(True, "")
+        return torch.forced() or torch.switched_off(
+            FX_GRAPH_CACHE, "every restart compiles its FX graphs, and AOTAutograd's with them, "
+                            "again") or torch.on()

@@ -22,13 +22,14 @@ class DynamoPGO(CacheLayer):
         on = getattr(torch.dynamo, "automatic_dynamic_local_pgo", None)
         if on is None:
             return {"enabled": False, "why": f"torch {torch.version} has no local PGO (2.6+)"}
-        if torch.force_disabled:
-            return torch.state(False, "")
+        forced = torch.forced()
+        if forced:
+            return forced
         if on and torch.job_id is None:
             return {"enabled": False, "no_job_id": True,
                     "why": "no job id: PGO state is not persisted across restarts"}
         return torch.switched_off(LOCAL_PGO, "every restart compiles a varying shape static, "
-                                  "then again dynamic") or torch.state(True, "")
+                                  "then again dynamic") or torch.on()
 
     def judge(self, inputs: LayerInputs) -> Tuple[LayerVerdict, List[str]]:
         return pgo_layer(inputs.cold, inputs.warm, inputs.config), []
