@@ -55,6 +55,9 @@ def test_a_passing_check_says_how_much_of_it_eager_judged() -> None:
     lines = report.summary_lines([dropout, _check("pass_mlp")])
     assert lines[3] == f"{dropout.label}: outputs: warm compiled vs eager: {said}"
     assert len([line for line in lines if "warm compiled vs eager" in line]) == 1
+    # the session prints from the checks' summary rows (their results are spooled)
+    assert report.summary_lines([dropout.summary_row(), _check("pass_mlp").summary_row()]) \
+        == lines
     assert any(line.startswith("  outputs: warm compiled vs eager (") and line.endswith(
         f"close; {said}") for line in report.failure_lines(dropout))
     assert report.eager_coverage(_check("pass_mlp")) == "its 1 tensor compared"
@@ -70,3 +73,11 @@ def test_a_passing_check_says_how_much_of_it_eager_judged() -> None:
     quiet = report.summary_lines([dropout, _check("pass_mlp")], quiet=True)
     assert "... of which 1 compared only part of their tensors with eager (listed without -q)" \
         in quiet and not any(line.startswith(dropout.label) for line in quiet)
+
+
+def test_under_q_a_session_whose_checks_all_passed_prints_no_empty_table() -> None:
+    rows = [CheckResult(nodeid=f"t.py::test_ok[{i}]", verdict="pass", device="cpu")
+            for i in range(3)]
+    lines = report.summary_lines(rows, quiet=True)
+    assert lines[0] == "... and 3 more check(s): 3 passed (listed without -q)", lines
+    assert not any(line.startswith(("warm start by path", "check")) for line in lines), lines

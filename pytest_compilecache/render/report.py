@@ -264,9 +264,10 @@ def warm_start_seconds(r: CheckResult) -> str:
 def warm_start_by_path(results: Sequence[CheckResult]
                        ) -> Optional[Tuple[List[str], List[List[str]]]]:
     """A check per row, a warm-start path per column: what each deployment path buys on
-    this model. None when only the local restart ran."""
+    this model. None when only the local restart ran, or no check is listed (under -q
+    every one passed)."""
     vias = list(dict.fromkeys(r.via for r in results))
-    if vias == ["local"]:
+    if vias in ([], ["local"]):
         return None
     cells: Dict[str, Dict[str, str]] = {}
     for r in results:
