@@ -23,6 +23,7 @@ class LayerVerdict:
     warm: str = ""             # what the warm run did
     reasons: List[str] = field(default_factory=list)
     files: List[str] = field(default_factory=list)  # files the warm run added
+    setting: Optional[str] = None  # the config setting that switched the layer off
 
 
 @dataclass
@@ -79,7 +80,21 @@ class CheckResult:
             cache_root=self.cache_root, notes=self.notes[:1] if self.verdict == "n/a" else [],
             drift=drift, layers={n: LayerVerdict(state=lv.state) for n, lv in self.layers.items()},
             timings={k: self.timings[k] for k in ("cold_s", "warm_s") if k in self.timings},
-            dynamo=self.dynamo)
+            dynamo=self.dynamo, outputs=self._eager_summary())
+
+    def _eager_summary(self) -> Dict[str, Any]:
+        """Of the outputs, what the summary says of compiled vs eager: how many tensors
+        it judged of how many, how many change with the seed (render/report.eager_coverage)."""
+        out = self.outputs or {}
+        e = out.get("warm_vs_eager") or out.get("cold_vs_eager")
+        if not isinstance(e, dict):
+            return {}
+        kept = {k: e[k] for k in ("ok", "compared", "total") if k in e}
+        if e.get("note"):
+            kept["note"] = str(e["note"])[:300]
+        kept["random_count"] = len(out.get("random") or []) or e.get("random_count") \
+            or len(e.get("random") or [])
+        return {"warm_vs_eager": kept}
 
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)
@@ -196,6 +211,9 @@ class LayerConfig(Wire):
     enabled: bool = True
     why: Optional[str] = None
     no_job_id: bool = False
+    off: bool = False      # a setting switched it off (its row reads `off`, not `n/a`)
+    in_code: bool = False  # ...the test's own code did: the check fails
+    setting: Optional[str] = None  # that setting, "torch._inductor.config.fx_graph_cache = False"
 
 
 @dataclass

@@ -491,6 +491,100 @@ def test_a_layer_torchs_config_disables_is_not_applicable() -> None:
                                               "is False"])
 
 
+def _switched(rec: Dict[str, Any], origin: str, **values: bool) -> None:
+    """The pass_mlp record as its phases would have written it with a cache switch off
+    (`values`, e.g. fx_graph_cache=False), set where `origin` says: the layers' own
+    config rules over that config (the child runs them at the workload's end), and the
+    lookups torch then makes (the FX cache none; AOTAutograd a bypass, as a real phase
+    with `torch._inductor.config.fx_graph_cache = False` in its body recorded)."""
+    from types import SimpleNamespace as NS
+
+    from pytest_compilecache.layers import REGISTRY
+    from pytest_compilecache.layers.base import CONFIG_MODULES, TorchConfigs
+
+    on = {"inductor": {"fx_graph_cache": True, "autotune_local_cache": True},
+          "functorch": {"enable_autograd_cache": True},
+          "dynamo": {"automatic_dynamic_local_pgo": True}}
+    origins = {}
+    for module, switches in on.items():
+        for name in switches:
+            if name in values:
+                switches[name] = values[name]
+                origins[f"{CONFIG_MODULES[module]}.{name}"] = origin
+    cfgs = TorchConfigs(version="2.13.0", job_id=None, force_disabled=False, origins=origins,
+                        **{m: NS(**v) for m, v in on.items()})
+    for phase in ("cold", "warm"):
+        cache = rec["recs"][phase]["cache"]
+        cache["layer_config"] = {x.name: x.config(cfgs) for x in REGISTRY if x.config(cfgs)}
+        if values.get("fx_graph_cache") is False:
+            graph = cache["graphs"]["0/0"]
+            graph["fx_graph"] = []
+            graph["aot_autograd"] = [{**graph["aot_autograd"][0], "key": None, "state": "bypass",
+                                      "bypass_reason": "FX graph cache is not enabled",
+                                      "components": []}]
+
+
+def test_the_fx_cache_switched_off_in_the_tests_code_fails_naming_the_setting() -> None:
+    from pytest_compilecache.render.report import failure_lines
+
+    rec = load("pass_mlp")
+    _switched(rec, "phase", fx_graph_cache=False)
+    res = rejudge(rec)
+    setting = "torch._inductor.config.fx_graph_cache = False"
+    fx, aot = res.layers["fx_graph"], res.layers["aot_autograd"]
+    assert (fx.state, fx.setting, aot.state, aot.setting) == ("off", setting, "off", setting)
+    assert fx.reasons == [
+        f"{setting}, set in the test's code during the phase: a service with that setting "
+        f"never starts warm (every restart compiles its FX graphs, and AOTAutograd's with "
+        f"them, again); remove it, or set it True"]
+    # AOTAutograd's own switch is on: its row says the FX cache took it down
+    assert aot.reasons == [
+        f"off because the FX graph cache is off ({setting}, set in the test's code during the "
+        f"phase): AOTAutograd's cache keeps a graph only with its FX graph, whatever "
+        f"torch._functorch.config.enable_autograd_cache says"]
+    assert res.verdict == "fail" and res.problems == [f"fx_graph: off - {fx.reasons[0]}"]
+    why = failure_lines(res)
+    assert f"  - fx_graph: {fx.reasons[0]}" in why and f"  - aot_autograd: {aot.reasons[0]}" in why
+    assert not any(line.startswith("  - dynamo_pgo") for line in why)  # no job id: no setting
+
+
+def test_a_cache_switch_set_before_the_workload_or_by_the_environment() -> None:
+    """A conftest's or fixture's setting fails the check as the body's does; an
+    environment variable is this run's choice: `off`, named, and the check judged on."""
+    rec = load("pass_mlp")
+    _switched(rec, "code", fx_graph_cache=False)
+    res = rejudge(rec)
+    assert res.verdict == "fail" and len(res.problems) == 1
+    assert "set in code before the workload (a conftest, a fixture or a module the test " \
+           "imports): a service with that setting never starts warm" in res.problems[0]
+    rec = load("pass_mlp")
+    _switched(rec, "environment", fx_graph_cache=False)
+    res = rejudge(rec)
+    assert res.verdict == "pass" and not res.problems  # the kernels hit
+    assert res.layers["fx_graph"].state == res.layers["aot_autograd"].state == "off"
+    assert res.layers["fx_graph"].reasons[0].startswith(
+        "torch._inductor.config.fx_graph_cache = False, from the environment variable "
+        "TORCHINDUCTOR_FX_GRAPH_CACHE (")
+
+
+def test_each_layers_switch_set_off_in_code_fails_through_its_own_rule() -> None:
+    """The AOTAutograd and PGO switches as the FX one; the autotune cache switched off
+    loses nothing where nothing was tuned (a CPU MLP), so its row stays n/a."""
+    for values, layer in (({"enable_autograd_cache": False}, "aot_autograd"),
+                          ({"automatic_dynamic_local_pgo": False}, "dynamo_pgo")):
+        rec = load("pass_mlp")
+        _switched(rec, "phase", **values)
+        res = rejudge(rec)
+        name = next(iter(values))
+        assert res.layers[layer].state == "off", layer
+        assert res.problems == [f"{layer}: off - {res.layers[layer].reasons[0]}"]
+        assert f".{name} = False, set in the test's code during the phase" in res.problems[0]
+    rec = load("pass_mlp")
+    _switched(rec, "phase", autotune_local_cache=False)
+    res = rejudge(rec)
+    assert res.verdict == "pass" and res.layers["autotune"].state == "n/a"
+
+
 def test_a_warm_run_without_any_cache_event_fails() -> None:
     rec = load("pass_mlp")
     assert not any(p.startswith("no cache events") for p in rejudge(rec).problems)

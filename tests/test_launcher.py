@@ -324,6 +324,40 @@ def test_an_error_tail_keeps_the_users_traceback_not_torchs_debug_lines_or_pytes
     assert "short test summary" not in tail and "1 failed in" not in tail
 
 
+def test_an_error_tail_drops_pytests_capture_of_the_plugins_trace_observation():
+    """A cold phase whose body asserted after a compiled call (tests/test_messages.py
+    runs it for real): its log, as pytest wrote it, ended in the plugin's trace events
+    captured as log records; the tail shown is the test's failure."""
+    from pytest_compilecache.launch.launcher import useful_tail
+
+    log = "\n".join([
+        "    def test_fails_cold(compile_cache):",
+        "        x = torch.randn(8)",
+        "        y = torch.compile(f)(x)",
+        ">       assert y.sum() > 1e9, \"the test's own assert\"",
+        "E       AssertionError: the test's own assert",
+        "",
+        "test_msg.py:13: AssertionError",
+        "------------------------------ Captured log call -------------------------------",
+        *["DEBUG    torch.__trace:utils.py:2350 "] * 60,
+        "DEBUG    torch.__trace:guards.py:4552 ",
+        "INFO     torch.__trace:compile_fx.py:1149 ",
+        "=============================== warnings summary ===============================",
+        "=========================== short test summary info ============================",
+        "FAILED test_msg.py::test_fails_cold - AssertionError: the test's own assert",
+    ])
+    tail = useful_tail(log)
+    assert "torch.__trace" not in tail and "Captured log call" not in tail
+    assert tail.splitlines()[-1] == "test_msg.py:13: AssertionError"
+    assert "E       AssertionError: the test's own assert" in tail
+    # the user's own log records stay, under their header
+    mine = useful_tail("------------------------------ Captured log call ---------------\n"
+                       "DEBUG    torch.__trace:utils.py:2350 \n"
+                       "WARNING  my_service:app.py:12 cache dir not writable")
+    assert mine.splitlines() == ["------------------------------ Captured log call ---------------",
+                                 "WARNING  my_service:app.py:12 cache dir not writable"]
+
+
 def test_a_crash_after_pytests_footer_stays_in_the_tail():
     from pytest_compilecache.launch.launcher import useful_tail
 

@@ -105,10 +105,21 @@ def test_each_layer_says_whether_torch_enables_it_and_why_not() -> None:
     on = states(_configs())
     assert set(on) == {"dynamo_pgo", "aot_autograd", "fx_graph", "autotune"}
     assert all(s == {"enabled": True, "why": None} for s in on.values()), on
-    off = states(_configs(inductor=NS(fx_graph_cache=False, autotune_local_cache=False)))
-    assert "TORCHINDUCTOR_FX_GRAPH_CACHE=0" in off["fx_graph"]["why"]
-    assert "or the FX cache is off" in off["aot_autograd"]["why"]  # AOT needs the FX cache
-    assert off["autotune"]["why"] == "inductor config autotune_local_cache is off"
+    fx = "torch._inductor.config.fx_graph_cache"
+    off = states(_configs(inductor=NS(fx_graph_cache=False, autotune_local_cache=False),
+                          origins={fx: "environment"}))
+    assert off["fx_graph"] == {
+        "enabled": False, "off": True, "in_code": False, "setting": f"{fx} = False",
+        "why": f"{fx} = False, from the environment variable TORCHINDUCTOR_FX_GRAPH_CACHE "
+               f"(every restart compiles its FX graphs, and AOTAutograd's with them, again; "
+               f"unset it for a warm start)"}
+    # AOT needs the FX cache: off for it, its own switch not blamed
+    assert off["aot_autograd"]["off"] and not off["aot_autograd"].get("in_code")
+    assert off["aot_autograd"]["why"].startswith(
+        f"off because the FX graph cache is off ({fx} = False, from the environment variable "
+        f"TORCHINDUCTOR_FX_GRAPH_CACHE)")
+    assert off["autotune"]["why"] == ("torch._inductor.config.autotune_local_cache = False, "
+                                      "torch 2.13.0's default")
     old = states(_configs(functorch=None, dynamo=NS(), version="2.5.1"))
     assert old["aot_autograd"]["why"] == "torch 2.5.1 has no AOTAutograd cache config"
     assert old["dynamo_pgo"]["why"] == "torch 2.5.1 has no local PGO (2.6+)"
@@ -123,3 +134,39 @@ def test_the_child_reads_this_torchs_config_through_the_layers() -> None:
     cfg = layer_config()
     assert cfg["fx_graph"] == {"enabled": True, "why": None}
     assert set(cfg) == {"dynamo_pgo", "aot_autograd", "fx_graph", "autotune"}
+
+
+def test_the_child_tells_a_switch_set_in_code_from_torchs_default() -> None:
+    """child/settings.py on this torch's real config: a switch set between the
+    workload's start and end was set during the phase, one set before it in code
+    (a conftest), and one nobody set is torch's default; the layers' config then says
+    so, and set in code, the record fails the check (`in_code`)."""
+    import contextvars
+
+    import torch._inductor.config as inductor
+
+    from pytest_compilecache.child.probe import layer_config
+    from pytest_compilecache.child.settings import SwitchWatch
+    from pytest_compilecache.layers.fx_graph import FX_GRAPH_CACHE
+
+    watch = SwitchWatch(s for layer in layers.REGISTRY for s in layer.switches)
+    fx = FX_GRAPH_CACHE.setting
+    watch.start()
+    assert watch.origins()[fx] == "default"
+    assert layer_config(watch.origins())["fx_graph"] == {"enabled": True, "why": None}
+
+    def body() -> None:  # torch keeps a value set in code per context: this one's only
+        inductor.fx_graph_cache = False
+        cfg = layer_config(watch.origins())
+        assert watch.origins()[fx] == "phase"
+        assert cfg["fx_graph"]["in_code"] and cfg["fx_graph"]["off"]
+        assert cfg["fx_graph"]["why"].startswith(f"{fx} = False, set in the test's code during "
+                                                 f"the phase: a service")
+        assert cfg["aot_autograd"]["setting"] == f"{fx} = False" \
+            and not cfg["aot_autograd"].get("in_code")
+        watch.start()  # as a conftest's setting: made before the workload began
+        assert watch.origins()[fx] == "code"
+        assert layer_config(watch.origins())["fx_graph"]["in_code"]
+
+    contextvars.copy_context().run(body)
+    assert inductor.fx_graph_cache is True

@@ -41,3 +41,43 @@ def test_under_q_the_passes_fold_into_one_count() -> None:
     assert "... and 200 more check(s): 200 passed (listed without -q)" in lines
     assert len(lines) < 15, lines  # not one line a check
     assert lines[-1].startswith("note: checks ran on CPU")
+
+
+def test_a_passing_check_says_how_much_of_it_eager_judged() -> None:
+    """The dropout training record (tests/data/records): eager judged 1 of its 5
+    tensors, the other 4 change with the random seed; once in the summary, under the
+    table, and in the check's own report. A check eager judged whole adds no line."""
+    from test_judges import _check, load, rejudge
+
+    dropout = _check("dropout_training")
+    said = "1 of 5 tensors compared (4 change with the random seed)"
+    assert report.eager_coverage(dropout) == said
+    lines = report.summary_lines([dropout, _check("pass_mlp")])
+    assert lines[3] == f"{dropout.label}: outputs: warm compiled vs eager: {said}"
+    assert len([line for line in lines if "warm compiled vs eager" in line]) == 1
+    # the session prints from the checks' summary rows (their results are spooled)
+    assert report.summary_lines([dropout.summary_row(), _check("pass_mlp").summary_row()]) \
+        == lines
+    assert any(line.startswith("  outputs: warm compiled vs eager (") and line.endswith(
+        f"close; {said}") for line in report.failure_lines(dropout))
+    assert report.eager_coverage(_check("pass_mlp")) == "its 1 tensor compared"
+    # every tensor random (a training body whose loss and gradients all move with dropout)
+    rec = load("dropout_training")
+    eager = rec["recs"]["warm"]["compare_eager"]
+    eager["random"] += [{**eager["random"][0], "name": n} for n in ("record:one",)]
+    eager["compared"], eager["total"] = 0, 5
+    rec["recs"]["cold"]["compare_eager"] = eager
+    assert report.eager_coverage(rejudge(rec)) == (
+        "0 of 5 tensors compared: eager judged nothing (5 change with the random seed)")
+    # under -q the passing checks fold, and so do their lines: counted
+    quiet = report.summary_lines([dropout, _check("pass_mlp")], quiet=True)
+    assert "... of which 1 compared only part of their tensors with eager (listed without -q)" \
+        in quiet and not any(line.startswith(dropout.label) for line in quiet)
+
+
+def test_under_q_a_session_whose_checks_all_passed_prints_no_empty_table() -> None:
+    rows = [CheckResult(nodeid=f"t.py::test_ok[{i}]", verdict="pass", device="cpu")
+            for i in range(3)]
+    lines = report.summary_lines(rows, quiet=True)
+    assert lines[0] == "... and 3 more check(s): 3 passed (listed without -q)", lines
+    assert not any(line.startswith(("warm start by path", "check")) for line in lines), lines

@@ -15,6 +15,7 @@ import time
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional
 
+from pytest_compilecache.child.settings import SwitchWatch
 from pytest_compilecache.child.tracelog import (AOT_LOGGER, DYNAMO_LOGGER, TRACE_LOGGER,
                                                 AotDebugHandler, LimitHandler, TraceHandler,
                                                 parse_components)
@@ -24,9 +25,10 @@ PTXAS_ENV = "TRITON_PTXAS_PATH"
 COUNTER_GROUPS = ("aot_autograd", "inductor", "dynamo_cache", "stats", "frames")
 
 
-def layer_config() -> Dict[str, Any]:
+def layer_config(origins: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """Which layers this torch version has and its config enables, with why not: each
-    layer's own rule (layers/), over torch's config modules read once here."""
+    layer's own rule (layers/), over torch's config modules read once here, and where
+    each switch got its value (child/settings.py)."""
     import torch
 
     from pytest_compilecache.layers import REGISTRY
@@ -40,7 +42,8 @@ def layer_config() -> Dict[str, Any]:
         dynamo=_try(lambda: __import__("torch._dynamo.config", fromlist=["x"])),
         job_id=current_job_id(),
         force_disabled=bool(getattr(ic, "force_disable_caches", False)
-                            or getattr(compiler, "force_disable_caches", False)))
+                            or getattr(compiler, "force_disable_caches", False)),
+        origins=dict(origins or {}))
     out = {layer.name: layer.config(cfgs) for layer in REGISTRY}
     return {name: state for name, state in out.items() if state is not None}
 
@@ -104,6 +107,10 @@ class CacheObserver:
         self._t0 = 0.0
         self.stopped = False
         self._ptxas_at_start: Optional[str] = None
+        from pytest_compilecache.layers import REGISTRY
+
+        self.switches = SwitchWatch(s for layer in REGISTRY for s in layer.switches)
+        self.layer_config: Optional[Dict[str, Any]] = None  # as the workload left it
 
     def start(self) -> None:
         from torch._dynamo.utils import counters
@@ -112,13 +119,19 @@ class CacheObserver:
 
         tl = logging.getLogger(TRACE_LOGGER)
         th = TraceHandler(self.events)
-        old_level = tl.level
+        old_trace = (tl.level, tl.propagate)
         tl.addHandler(th)
         tl.setLevel(logging.DEBUG)
+        # torch emits its trace only to a logger with handlers, ours here, and never lets
+        # it propagate (torch._logging: "trace_log never propagates"); left to propagate,
+        # every event lands in pytest's log capture, and a failing phase's last lines of
+        # output were 40 empty `DEBUG torch.__trace:utils.py:2350` records, not the test's
+        tl.propagate = False
 
         def restore_trace() -> None:
             tl.removeHandler(th)
-            tl.setLevel(old_level)
+            tl.setLevel(old_trace[0])
+            tl.propagate = old_trace[1]
 
         self._restore.append(restore_trace)
         al = logging.getLogger(AOT_LOGGER)
@@ -143,6 +156,7 @@ class CacheObserver:
         self._record_code_ids()
         self.tuning.start()
         self._restore.append(self.tuning.stop)
+        self.switches.start()
         self._before = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
         self._t0 = time.perf_counter()
 
@@ -220,6 +234,10 @@ class CacheObserver:
         self.wall_s = time.perf_counter() - self._t0
         self.stopped = True
         self._after = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
+        try:  # what the user's code left, before the eager re-runs and fixtures' teardown
+            self.layer_config = layer_config(self.switches.origins())
+        except Exception:
+            self.layer_config = None
         for undo in reversed(self._restore):
             try:
                 undo()
@@ -308,4 +326,5 @@ class CacheObserver:
                 "recompile_reasons": self.recompile_reasons(),
                 "dynamo": self.frame_compiles(),
                 "tuning": self.tuning.record(),
-                "layer_config": layer_config()}
+                "layer_config": self.layer_config if self.layer_config is not None
+                else layer_config(self.switches.origins())}

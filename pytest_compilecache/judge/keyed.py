@@ -26,6 +26,9 @@ def keyed_layer(layer: str, cc: CacheRecord, wc: CacheRecord, cfg: Optional[Laye
                 saved: Set[str], precompiled: bool) -> LayerVerdict:
     ce, we = cc.entries(layer), wc.entries(layer)
     lv = LayerVerdict(state="hit", cold=tally(ce, saved), warm=tally(we))
+    if cfg is not None and cfg.off:  # a setting switched it off: its lookups bypassed it
+        lv.state, lv.reasons, lv.setting = "off", [cfg.why or "switched off"], cfg.setting
+        return lv
     if cfg is not None and not cfg.enabled:
         lv.state, lv.reasons = "n/a", [cfg.why or "disabled"]
         if we:

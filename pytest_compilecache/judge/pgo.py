@@ -16,7 +16,8 @@ def pgo_layer(cc: CacheRecord, wc: CacheRecord, cfg: Optional[LayerConfig]) -> L
     if cfg is not None and cfg.no_job_id:
         return _pgo_without_job_id(lv, wc, cc)
     if cfg is not None and not cfg.enabled:
-        return LayerVerdict("n/a", lv.cold, lv.warm, [cfg.why or "disabled"])
+        return LayerVerdict("off" if cfg.off else "n/a", lv.cold, lv.warm,
+                            [cfg.why or "disabled"], setting=cfg.setting)
     if not c["written"] and not w["read"]:
         return LayerVerdict("n/a", lv.cold, lv.warm, ["no profile state was written"])
     if c["written"] and not w["read"]:

@@ -1,9 +1,10 @@
 """Per-layer verdict of one check from its cold and warm phase records.
 
 Pure: takes the children's records (typed, `model.PhaseRecord`, or as the JSON they
-wrote) and the file snapshots, returns a CheckResult. A layer is `hit`, `miss`, `bypass`
-or `n/a` (torch lacks it, config disables it, or the workload never reached it); n/a is
-never a pass on its own, and a check whose warm run shows no cache event at all fails.
+wrote) and the file snapshots, returns a CheckResult. A layer is `hit`, `miss`, `bypass`,
+`off` (a setting switched it off: the test's code fails the check) or `n/a` (torch lacks
+it, or the workload never reached it); n/a is never a pass on its own, and a check whose
+warm run shows no cache event at all fails.
 Each layer is judged through its module in layers/ (the rules: keyed.py, pgo.py and
 kernels.py here); the outputs in outputs.py.
 """
@@ -65,10 +66,8 @@ def judge(nodeid: str, cold: RecordLike, warm: RecordLike, cold_snap: fs.Snapsho
     for text in w.notes:  # what the phase itself found worth saying
         note(res, text)
     outputs(res, c, w, cold_is_other_code)
-    for name in layers.LAYERS:
-        lv = res.layers[name]
-        if lv.state in ("miss", "bypass"):
-            res.problems.append(f"{name}: {lv.state}" + (f" - {lv.reasons[0]}" if lv.reasons else ""))
+    for layer in layers.REGISTRY:  # each layer's own rule: a miss, a switch set in code
+        res.problems += layer.problems(res.layers[layer.name], wc.layer_config.get(layer.name))
 
     recompiles.judge(res, cc, wc, cold_is_other_code)
     if not any(lv.state in ("hit", "miss", "bypass") for lv in res.layers.values()) \

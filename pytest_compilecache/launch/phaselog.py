@@ -198,15 +198,25 @@ def tail_of(path: Path, lines: int = STDERR_TAIL_LINES, most: int = 8 << 20) -> 
 
 # torch's own log lines below WARNING (TORCH_LOGS, "V1124 14:20:44.123000 1234 path:line]")
 _TORCH_DEBUG = re.compile(r"^(\[rank\d+\]:)?[VDI]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ ")
+# pytest's log capture of torch's structured trace ("DEBUG    torch.__trace:utils.py:2350 "):
+# the plugin's own observation (child/probe.py), which a phase of an older plugin, or a
+# test that sets the trace logger up again, lets through to pytest's capture
+_TRACE_CAPTURE = re.compile(r"^(DEBUG|INFO) +torch\.__trace:\S+:\d+ ")
+_CAPTURED_LOG = re.compile(r"^-+ Captured log \w+ -+$")
 # the phase's own pytest footer: what follows is pytest's summary of the phase, not the cause
 _PYTEST_FOOTER = re.compile(r"^=+ (short test summary info|warnings summary) =+$")
 
 
 def useful_tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
     """The last lines of a phase's output that say what went wrong: torch's debug and info
-    log lines and the phase's pytest footer dropped; the user's traceback kept, and what
-    the process said before a faulthandler dump."""
-    out = [line for line in text.rstrip().splitlines() if not _TORCH_DEBUG.match(line)]
+    log lines, pytest's capture of the plugin's trace observation and the phase's pytest
+    footer dropped; the user's traceback kept, and what the process said before a
+    faulthandler dump."""
+    out = [line for line in text.rstrip().splitlines()
+           if not _TORCH_DEBUG.match(line) and not _TRACE_CAPTURE.match(line + " ")]
+    # a log capture section that held only those lines says nothing
+    out = [line for i, line in enumerate(out) if not _CAPTURED_LOG.match(line)
+           or (i + 1 < len(out) and not out[i + 1].startswith(("=", "-", "_")))]
     footer = [i for i, line in enumerate(out) if _PYTEST_FOOTER.match(line)]
     after = out[footer[0]:] if footer else []
     crashed_after = any(line.startswith(("Fatal Python error", "INTERNALERROR",

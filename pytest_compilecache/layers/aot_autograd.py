@@ -3,8 +3,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from pytest_compilecache.layers.base import TorchConfigs
+from pytest_compilecache.layers.base import Switch, TorchConfigs
+from pytest_compilecache.layers.fx_graph import FX_GRAPH_CACHE
 from pytest_compilecache.layers.keyed import KeyedLayer
+
+AUTOGRAD_CACHE = Switch("functorch", "enable_autograd_cache", "TORCHINDUCTOR_AUTOGRAD_CACHE")
 
 
 class AOTAutograd(KeyedLayer):
@@ -12,12 +15,25 @@ class AOTAutograd(KeyedLayer):
     observed = ("each lookup: its key, hit / miss / bypass and torch's reason, the key's "
                 "components (AOTAutogradCache's events and key details)")
     heads = ("aotautograd",)
+    switches = (AUTOGRAD_CACHE, FX_GRAPH_CACHE)
 
     def config(self, torch: TorchConfigs) -> Optional[Dict[str, Any]]:
         on = getattr(torch.functorch, "enable_autograd_cache", None)
         if on is None:
             return {"enabled": False,
                     "why": f"torch {torch.version} has no AOTAutograd cache config"}
-        fx = bool(getattr(torch.inductor, "fx_graph_cache", False))
-        return torch.state(bool(on) and fx, "functorch config enable_autograd_cache is off "
-                                            "(TORCHINDUCTOR_AUTOGRAD_CACHE=0) or the FX cache is off")
+        return torch.forced() or torch.switched_off(
+            AUTOGRAD_CACHE, "every restart traces its forward and backward graphs again") \
+            or self._without_fx(torch) or torch.on()
+
+    @staticmethod
+    def _without_fx(torch: TorchConfigs) -> Optional[Dict[str, Any]]:
+        """torch bypasses this cache while the FX graph cache is off ("FX graph cache is
+        not enabled"): off, naming that setting, not this layer's own switch."""
+        fx = torch.off(FX_GRAPH_CACHE)
+        if fx is None:
+            return None
+        return {"enabled": False, "off": True, "setting": fx,
+                "why": f"off because the FX graph cache is off ({fx}, "
+                       f"{torch.where(FX_GRAPH_CACHE)}): AOTAutograd's cache keeps a graph only "
+                       f"with its FX graph, whatever {AUTOGRAD_CACHE.setting} says"}

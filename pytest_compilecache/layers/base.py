@@ -8,6 +8,30 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from pytest_compilecache.model import CacheRecord, LayerConfig, LayerVerdict
 
+# where each of TorchConfigs' config modules is imported from
+CONFIG_MODULES = {"inductor": "torch._inductor.config", "functorch": "torch._functorch.config",
+                  "dynamo": "torch._dynamo.config"}
+
+# where a switch got its value (child/settings.py tells)
+SET_IN_PHASE, SET_IN_CODE, SET_BY_ENV, DEFAULT = "phase", "code", "environment", "default"
+_WHERE = {SET_IN_PHASE: "set in the test's code during the phase",
+          SET_IN_CODE: "set in code before the workload (a conftest, a fixture or a module "
+                       "the test imports)"}
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A torch config flag that turns a layer's cache on (True) or off, and the
+    environment variable torch reads it from. A layer names its switches, so that the
+    phase child can tell where each got its value: the user's code or the environment."""
+    config: str  # TorchConfigs' attribute: inductor, functorch or dynamo
+    name: str
+    env: Optional[str] = None
+
+    @property
+    def setting(self) -> str:
+        return f"{CONFIG_MODULES[self.config]}.{self.name}"
+
 
 @dataclass
 class LayerInputs:
@@ -31,13 +55,56 @@ class TorchConfigs:
     dynamo: Any
     job_id: Optional[str]
     force_disabled: bool  # TORCHINDUCTOR_FORCE_DISABLE_CACHES and the like
+    # a switch's setting -> where its value came from (SET_IN_PHASE, ...; child/settings.py)
+    origins: Dict[str, str] = field(default_factory=dict)
 
-    def state(self, ok: bool, why: str) -> Dict[str, Any]:
-        """A layer's config record: enabled, or why not (force-disabled caches first)."""
-        if self.force_disabled:
-            return {"enabled": False, "why": "caches force-disabled (TORCHINDUCTOR_FORCE_DISABLE_"
-                                             "CACHES / TORCH_COMPILE_FORCE_DISABLE_CACHES)"}
-        return {"enabled": ok, "why": None if ok else why}
+    @staticmethod
+    def on() -> Dict[str, Any]:
+        """A layer's config record where its config enables it."""
+        return {"enabled": True, "why": None}
+
+    def forced(self) -> Optional[Dict[str, Any]]:
+        """Every layer's config record where caches are force-disabled, else None."""
+        if not self.force_disabled:
+            return None
+        return {"enabled": False, "off": True,
+                "why": "caches force-disabled (TORCHINDUCTOR_FORCE_DISABLE_CACHES / "
+                       "TORCH_COMPILE_FORCE_DISABLE_CACHES)"}
+
+    def off(self, switch: Switch) -> Optional[str]:
+        """`torch._inductor.config.fx_graph_cache = False` where `switch` is off, else None."""
+        module = getattr(self, switch.config, None)
+        value = getattr(module, switch.name, None) if module is not None else None
+        return None if value is None or value else f"{switch.setting} = {value!r}"
+
+    def where(self, switch: Switch) -> str:
+        """Where an off switch was set: the test's code, the environment, torch's default."""
+        origin = self.origins.get(switch.setting, DEFAULT)
+        if origin in _WHERE:
+            return _WHERE[origin]
+        if origin == SET_BY_ENV and switch.env:
+            return f"from the environment variable {switch.env}"
+        return f"torch {self.version}'s default"
+
+    def switched_off(self, switch: Switch, consequence: str) -> Optional[Dict[str, Any]]:
+        """The config record of a layer whose own switch is off, or None: `off`, naming
+        the setting and where it was set. Set by the test's code, the check fails with
+        the fix: such code in a service turns the cache off in production too, where
+        nobody looks (an environment variable is this run's choice; torch's default,
+        torch's)."""
+        setting = self.off(switch)
+        if setting is None:
+            return None
+        origin = self.origins.get(switch.setting, DEFAULT)
+        in_code = origin in _WHERE
+        why = f"{setting}, {self.where(switch)}"
+        if in_code:
+            why += (f": a service with that setting never starts warm ({consequence}); "
+                    f"remove it, or set it True")
+        elif origin == SET_BY_ENV:
+            why += f" ({consequence}; unset it for a warm start)"
+        return {"enabled": False, "off": True, "in_code": in_code, "setting": setting,
+                "why": why}
 
 
 class CacheLayer:
@@ -52,6 +119,7 @@ class CacheLayer:
     heads: Tuple[str, ...] = ()
     tops: Tuple[str, ...] = ()
     suffixes: Tuple[str, ...] = ()
+    switches: Tuple[Switch, ...] = ()  # the config flags `config` reads (child/settings.py)
 
     def owns_top(self, parts: List[str]) -> bool:
         return parts[0] in self.tops
@@ -64,3 +132,12 @@ class CacheLayer:
     def judge(self, inputs: LayerInputs) -> Tuple[LayerVerdict, List[str]]:
         """The layer's verdict, and notes for the check."""
         raise NotImplementedError
+
+    def problems(self, lv: LayerVerdict, config: Optional[LayerConfig]) -> List[str]:
+        """What of the layer's verdict fails the check: a miss, a bypass, or the layer
+        switched off by the test's own code (a service running that code never starts
+        warm from it)."""
+        if lv.state in ("miss", "bypass") or (lv.state == "off" and config is not None
+                                              and config.in_code):
+            return [f"{self.name}: {lv.state}" + (f" - {lv.reasons[0]}" if lv.reasons else "")]
+        return []

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from pytest_compilecache.layers.base import TorchConfigs
+from pytest_compilecache.layers.base import Switch, TorchConfigs
 from pytest_compilecache.layers.keyed import KeyedLayer
+
+FX_GRAPH_CACHE = Switch("inductor", "fx_graph_cache", "TORCHINDUCTOR_FX_GRAPH_CACHE")
 
 
 class FxGraph(KeyedLayer):
@@ -14,7 +16,9 @@ class FxGraph(KeyedLayer):
                 "components (FxGraphCache's events and key details)")
     heads = ("fxgraph",)
     suffixes = (".py",)  # generated wrapper code: written anew only when FX compiled
+    switches = (FX_GRAPH_CACHE,)
 
     def config(self, torch: TorchConfigs) -> Optional[Dict[str, Any]]:
-        return torch.state(bool(getattr(torch.inductor, "fx_graph_cache", False)),
-                           "inductor config fx_graph_cache is off (TORCHINDUCTOR_FX_GRAPH_CACHE=0)")
+        return torch.forced() or torch.switched_off(
+            FX_GRAPH_CACHE, "every restart compiles its FX graphs, and AOTAutograd's with them, "
+                            "again") or torch.on()

@@ -68,8 +68,10 @@ def failure_lines(r: CheckResult) -> List[str]:
         for name in LAYERS:
             lv = r.layers[name]
             lines.append(f"  {name:<13} {lv.state:<7} {lv.cold:<24} {lv.warm:<24}")
+        # a layer that missed, and one a setting switched off (named with where it was set)
         why = [(n, reason) for n in LAYERS for reason in r.layers[n].reasons
-               if r.layers[n].state in ("miss", "bypass")]
+               if r.layers[n].state in ("miss", "bypass")
+               or (r.layers[n].state == "off" and r.layers[n].setting)]
         if why:
             lines += ["", "  why:"]
             lines += [f"  - {n}: {reason}" for n, reason in why]
@@ -90,11 +92,12 @@ def failure_lines(r: CheckResult) -> List[str]:
     e = out.get("warm_vs_eager") or {}
     if e.get("rule"):
         worst = (e.get("float64") or {}).get("worst")
+        judged = eager_coverage(r)
         lines.append(f"  outputs: warm compiled vs eager ({e['rule']}): "
-                     f"{'close' if e.get('ok') else 'DIFFER'}" + (
-                         f"; furthest from float64: {worst['name']}, RMSE {worst['rmse']:.3g} vs "
-                         f"eager's {worst['reference_rmse']:.3g} (allowed {worst['limit']:.3g})"
-                         if worst else ""))
+                     f"{'close' if e.get('ok') else 'DIFFER'}" + (f"; {judged}" if judged else "")
+                     + (f"; furthest from float64: {worst['name']}, RMSE {worst['rmse']:.3g} vs "
+                        f"eager's {worst['reference_rmse']:.3g} (allowed {worst['limit']:.3g})"
+                        if worst else ""))
     lines += _drift_lines(r)
     job = (r.job_id or {}).get("warm")
     pgo = r.layers.get("dynamo_pgo")
@@ -108,6 +111,29 @@ def failure_lines(r: CheckResult) -> List[str]:
     if r.cache_root:
         lines.append(f"  cache root kept: {r.cache_root}")
     return lines
+
+
+def eager_coverage(r: CheckResult, partial_only: bool = False) -> Optional[str]:
+    """How much of the check compiled vs eager judged, in a few words: "3 of 11 tensors
+    compared (8 change with the random seed)". A check that passes with most of its
+    tensors unjudged by eager (dropout, a training step) must say so where it is read,
+    not only in the JSON report. `partial_only`: None where eager judged them all."""
+    out = r.outputs or {}
+    e = out.get("warm_vs_eager") or out.get("cold_vs_eager") or {}
+    total, compared = e.get("total"), e.get("compared")
+    if e.get("ok") is None and e.get("note"):
+        return "eager judged nothing: " + _cut(str(e["note"]).splitlines()[0], 160)
+    if not isinstance(total, int) or not isinstance(compared, int) or total <= 0:
+        return None
+    if compared >= total:
+        return None if partial_only else (f"all {total} tensors compared" if total > 1
+                                          else "its 1 tensor compared")
+    seeded = len(out.get("random") or []) or e.get("random_count") or len(e.get("random") or [])
+    why = f" ({seeded} change{'s' if seeded == 1 else ''} with the random seed)" if seeded else ""
+    of = f"of {total} tensor{'s' if total > 1 else ''} compared"
+    if compared == 0:
+        return f"0 {of}: eager judged nothing{why}"
+    return f"{compared} {of}{why}"
 
 
 def _drift_lines(r: CheckResult) -> List[str]:
@@ -150,6 +176,7 @@ def summary_lines(results: Sequence[CheckResult], quiet: bool = False) -> List[s
     if folded:
         results = [r for r in results if r.verdict not in FOLDED]
     lines = _table(results) + _folded_line(folded)
+    lines += _eager_lines(results, folded)
     lines += _sections(results)
     devices = sorted({r.device for r in [*results, *folded] if r.device})
     if devices == ["cpu"]:
@@ -164,6 +191,19 @@ def _folded_line(folded: Sequence[CheckResult]) -> List[str]:
     counts = Counter(r.verdict for r in folded)
     said = " and ".join(f"{n} {'passed' if v == 'pass' else v}" for v, n in sorted(counts.items()))
     return [f"... and {len(folded)} more check(s): {said} (listed without -q)"]
+
+
+def _eager_lines(results: Sequence[CheckResult], folded: Sequence[CheckResult]) -> List[str]:
+    """Each listed check whose eager comparison judged only part of its tensors, one
+    line each (a failing one says it in its report too); the folded ones counted."""
+    lines = [f"{r.label}: outputs: warm compiled vs eager: {said}" for r in results
+             if r.verdict not in ("fail", "error")
+             for said in [eager_coverage(r, partial_only=True)] if said]
+    partial = sum(1 for r in folded if eager_coverage(r, partial_only=True))
+    if partial:
+        lines.append(f"... of which {partial} compared only part of their tensors with eager "
+                     f"(listed without -q)")
+    return lines
 
 
 def _table(results: Sequence[CheckResult]) -> List[str]:
@@ -224,9 +264,10 @@ def warm_start_seconds(r: CheckResult) -> str:
 def warm_start_by_path(results: Sequence[CheckResult]
                        ) -> Optional[Tuple[List[str], List[List[str]]]]:
     """A check per row, a warm-start path per column: what each deployment path buys on
-    this model. None when only the local restart ran."""
+    this model. None when only the local restart ran, or no check is listed (under -q
+    every one passed)."""
     vias = list(dict.fromkeys(r.via for r in results))
-    if vias == ["local"]:
+    if vias in ([], ["local"]):
         return None
     cells: Dict[str, Dict[str, str]] = {}
     for r in results:
