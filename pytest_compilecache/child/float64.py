@@ -4,6 +4,12 @@ A ModelCase's model and inputs are cast to float64; a test body (which builds it
 own model) runs under `make_mode()`, a TorchFunctionMode that computes every floating
 op in float64. Either can fail (an op or custom kernel without float64):
 then the caller says which rule it fell back to. Runs in the child; no pytest.
+
+Mixed-precision training bodies run too, as PyTorch's own accuracy benchmark runs its
+float64 reference (`benchmarks/dynamo/common.py`: the float64 model under the same
+autocast): autocast casts no float64 tensor (`at::autocast::is_eligible` skips
+double), so its regions compute in float64; the state that optimizers and GradScaler
+keep stays in the dtype it was made in (see `make_mode`).
 """
 from __future__ import annotations
 
@@ -19,6 +25,13 @@ _PASS_THROUGH = frozenset((
     "register_hook", "retain_grad", "requires_grad_", "_is_view",
 ))
 _TO_DOUBLE = frozenset(("float", "half", "bfloat16", "double"))
+# Ops whose scalar tensors are float32 by contract: GradScaler's `_amp_*` kernels
+# (inv_scale, found_inf: "inv_scale must be a float tensor") and the fused optimizers
+# (`_fused_adam_`/`_fused_adamw_`/`_fused_sgd_` read grad_scale and found_inf as float).
+# Under the mode those scalars come out float64 (`scale.double().reciprocal().float()`,
+# `found_inf.to(device)`), so they get float32 back; everything else they take is
+# written in place or read in its own dtype.
+_FLOAT32_SCALARS = ("_amp_", "_fused_")
 
 
 def _mode_base() -> Any:
@@ -42,6 +55,24 @@ def up(value: Any) -> Any:
     return tree_map(lambda t: t.to(torch.float64) if _low(t) else t, value)
 
 
+def _like(name: str) -> bool:
+    """A factory shaped after a tensor (`torch.zeros_like(p)`, `p.new_zeros(n)`): it
+    keeps that tensor's dtype, as without the mode. Optimizer state is made this way
+    (Adam's exp_avg, fused SGD's momentum buffer) and is then updated by ops that
+    require it to match the parameter's dtype (`exp_avg.lerp_(grad)`, the foreach and
+    fused kernels); random ones (`randn_like`) draw eager's numbers."""
+    return name.endswith("_like") or name.startswith("new_")
+
+
+def _float32_scalars(args: Any) -> Any:
+    """float64 tensors of at most one element, as float32 (`_FLOAT32_SCALARS`)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: t.float() if isinstance(t, torch.Tensor)
+                    and t.dtype == torch.float64 and t.numel() <= 1 else t, args)
+
+
 def _in_place(name: str) -> bool:
     return (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") \
         or name == "__setitem__"
@@ -51,7 +82,14 @@ def make_mode() -> Any:
     """A TorchFunctionMode that runs every floating op in float64. In-place ops run as
     called, into their target (a KV cache, running stats, an init, a parameter update)
     in the target's dtype; casts to a lower float type (`.float()`, `.to(torch.float32)`)
-    stay float64; random factories are left alone, so the draws are eager's."""
+    stay float64; random factories are left alone, so the draws are eager's.
+
+    So that AMP training steps run, each dtype contract of torch.amp and torch.optim
+    holds: factories shaped after a tensor keep its dtype (`_like`), and GradScaler's
+    and the fused optimizers' scalars are float32 (`_FLOAT32_SCALARS`). Parameters and
+    optimizer state then stay in their own dtype (float32 under autocast), updated in
+    place from float64 math: the run is float64 up to one rounding of that state per
+    step, far below a half-precision run's error."""
     import torch
 
     low = (torch.float32, torch.float16, torch.bfloat16)
@@ -62,7 +100,9 @@ def make_mode() -> Any:
                                ) -> Any:
             kwargs = dict(kwargs or {})
             name = getattr(func, "__name__", "")
-            if name in _PASS_THROUGH or _in_place(name):
+            if name.startswith(_FLOAT32_SCALARS):
+                return func(*_float32_scalars(list(args)), **_float32_scalars(kwargs))
+            if name in _PASS_THROUGH or _in_place(name) or _like(name):
                 # an in-place call writes into its target, which may come positionally
                 # or by keyword (nn.init.kaiming_uniform_(tensor=...)): never a copy
                 return func(*args, **kwargs)
