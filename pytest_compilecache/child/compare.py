@@ -35,6 +35,11 @@ USABLE_REL = 0.5
 # PyTorch's own TF32 test precision (common_cuda.tf32_on_and_off(0.005)): with TF32 the
 # compute dtype of float32 convs/matmuls has a 10-bit mantissa.
 TF32_TOLERANCE = {"atol": 5e-3, "rtol": 5e-3}
+# assert_close's own defaults for the half types (its documented table), the tolerance
+# of work that ran under an fp16/bf16 autocast: its float32 outputs (a loss, logits
+# under the CPU policy) carry the half type's error, not float32's.
+HALF_TOLERANCE = {"float16": {"atol": 1e-5, "rtol": 1e-3},
+                  "bfloat16": {"atol": 1e-5, "rtol": 1.6e-2}}
 _GRAD = re.compile(r"(^|\.)grad\.")
 
 
@@ -98,20 +103,40 @@ def is_gradient(name: str) -> bool:
     return bool(_GRAD.search(name))
 
 
-def multiplier(t: Any, gradient: bool = False) -> float:
+def multiplier(t: Any, gradient: bool = False, work_dtype: Any = None) -> float:
     """torch's `same`: 2x eager's error, 3x for half types and small tensors. Gradients
     get 3x too: from noise alone BERT-base's worst gradient reached 2.09x (shared
     accuracy probe) and mobilenet_v3's 1.94x (H100, TF32), while a stale or wrong
-    backward measured 13x to 5e6x."""
-    import torch
-
-    if gradient or t.dtype in (torch.float16, torch.bfloat16) or t.numel() < SMALL_NUMEL:
+    backward measured 13x to 5e6x. So does a float32 tensor computed under a half-type
+    autocast (`work_dtype`): its error is the half type's, as in `same`'s AMP runs."""
+    if gradient or is_half(t.dtype) or is_half(work_dtype) or t.numel() < SMALL_NUMEL:
         return 3.0
     return 2.0
 
 
+def is_half(dtype: Any) -> bool:
+    """float16 or bfloat16 (a torch.dtype, its name, or None)."""
+    return str(dtype).replace("torch.", "") in HALF_TOLERANCE
+
+
+def work_tolerance(dtype: Any, work_dtype: Any) -> Dict[str, float]:
+    """The tolerance of a float32 tensor computed under a half-type autocast: that half
+    type's assert_close defaults; {} (the tensor's own defaults) otherwise."""
+    if str(dtype) != "torch.float32" or not is_half(work_dtype):
+        return {}
+    return dict(HALF_TOLERANCE[str(work_dtype).replace("torch.", "")])
+
+
+def _looser(a: Dict[str, float], b: Dict[str, float]) -> Dict[str, float]:
+    """Each bound the looser of two tolerances' ({}: the dtype's own defaults, tighter
+    than any here): TF32 and a half-type autocast both in play get both allowances."""
+    if not (a and b):
+        return a or b
+    return {k: max(a[k], b[k]) for k in ("atol", "rtol")}
+
+
 def against_float64(candidate: Any, baseline: Any, ref: Any,
-                    gradient: bool = False) -> Dict[str, Any]:
+                    gradient: bool = False, work_dtype: Any = None) -> Dict[str, Any]:
     """Is `candidate` as close to the float64 `ref` as `baseline` (same math, other
     kernels) is, up to the multiplier and floor? Both errors go in the report, so a
     user sees how close a check came."""
@@ -124,7 +149,7 @@ def against_float64(candidate: Any, baseline: Any, ref: Any,
     c_err = rms(c - r)
     b_err = rms(b - r)
     scale = rms(r)
-    limit = multiplier(candidate, gradient) * b_err + FLOOR_REL * scale
+    limit = multiplier(candidate, gradient, work_dtype) * b_err + FLOOR_REL * scale
     ratio = c_err / b_err if b_err > 0 else (0.0 if c_err == 0 else math.inf)
     return {"rmse": _round(c_err), "reference_rmse": _round(b_err), "limit": _round(limit),
             "ratio": _round(ratio), "ok": not bad and c_err <= limit,
@@ -159,7 +184,8 @@ def _round(x: float) -> float:
 def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs] = None,
                        ref_note: Optional[str] = None,
                        tolerance: Optional[Tuple[float, float]] = None,
-                       random: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+                       random: Optional[List[Dict[str, Any]]] = None,
+                       work_dtype: Any = None) -> Dict[str, Any]:
     """Compiled vs eager of the same code, every output and gradient.
 
     With an explicit ATOL,RTOL every tensor must be close to it. By default a tensor
@@ -171,10 +197,16 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
 
     `random`: the tensors that change with the random seed (`randomness.seed_dependent`):
     compiled code draws other numbers than eager, so they are not compared here (warm vs
-    cold gates them: the same seed and graph draw the same numbers)."""
+    cold gates them: the same seed and graph draw the same numbers).
+
+    `work_dtype`: the half type the work ran in under autocast (`amp.watch`), or None.
+    Its float32 tensors then get that type's tolerance where assert_close decides
+    (no float64 run, or none usable) and torch `same`'s half-type multiplier where the
+    float64 rule does."""
     skip = {r["name"] for r in random or []}
     tf32 = tolerance is None and tf32_active()
-    tally = _EagerTally(tolerance, tf32)
+    work = str(work_dtype).replace("torch.", "") if is_half(work_dtype) else None
+    tally = _EagerTally(tolerance, tf32, work)
     for name in sorted(set(compiled) | set(eager)):
         if name not in compiled or name not in eager:
             tally.mismatches.append({"name": name,
@@ -185,7 +217,8 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
                 key=lambda v: v["rmse"] / v["limit"] if v["limit"] else math.inf, default=None)
     return {"ok": not tally.mismatches, "compared": len(compiled) - len(skip & set(compiled)),
             "total": len(compiled), "random": list(random or []),
-            "mismatches": tally.mismatches, "rule": _eager_rule(tolerance, ref, ref_note, tf32),
+            "mismatches": tally.mismatches,
+            "rule": _eager_rule(tolerance, ref, ref_note, tf32, work), "work_dtype": work,
             "float64": {"available": ref is not None, "note": ref_note,
                         "escalated": tally.escalated, "unusable": tally.unusable,
                         "unusable_miss": _round(tally.unusable_miss), "worst": worst},
@@ -196,8 +229,9 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
 class _EagerTally:
     """What compare_with_eager finds, tensor by tensor."""
 
-    def __init__(self, tolerance: Optional[Tuple[float, float]], tf32: bool) -> None:
-        self.tolerance, self.tf32 = tolerance, tf32
+    def __init__(self, tolerance: Optional[Tuple[float, float]], tf32: bool,
+                 work: Optional[str] = None) -> None:
+        self.tolerance, self.tf32, self.work = tolerance, tf32, work
         self.mismatches: List[Dict[str, Any]] = []
         self.escalated: List[Dict[str, Any]] = []
         self.ungated: List[str] = []
@@ -218,7 +252,8 @@ class _EagerTally:
                                                      / e.double().norm().clamp_min(1e-30)))
         judged = (tolerance is None and r is not None and c.is_floating_point()
                   and c.shape == e.shape == r.shape)
-        loose = dict(TF32_TOLERANCE) if self.tf32 and c.dtype == torch.float32 else {}
+        loose = _looser(dict(TF32_TOLERANCE) if self.tf32 and c.dtype == torch.float32
+                        else {}, work_tolerance(c.dtype, self.work))
         if tolerance is not None:
             kw: Dict[str, float] = {"atol": tolerance[0], "rtol": tolerance[1]}
         else:  # TF32's loose tolerance only where no float64 run can judge: its atol
@@ -226,7 +261,7 @@ class _EagerTally:
         message = assert_close_message(c, e, kw)
         if message is None:
             return
-        v = {"name": name, **against_float64(c, e, r, grad)} if judged else None
+        v = {"name": name, **against_float64(c, e, r, grad, self.work)} if judged else None
         if v is not None and not v["usable"]:
             self.unusable.append(name)
             self.unusable_miss = max(self.unusable_miss, v["reference_rel"])
@@ -253,15 +288,19 @@ class _EagerTally:
 
 
 def _eager_rule(tolerance: Optional[Tuple[float, float]], ref: Optional[Outputs],
-                ref_note: Optional[str], tf32: bool) -> str:
+                ref_note: Optional[str], tf32: bool, work: Optional[str] = None) -> str:
     """The rule compiled vs eager was judged by, as the report names it."""
     if tolerance is not None:
         return f"atol={tolerance[0]},rtol={tolerance[1]}"
     if ref is not None:
         return ("assert_close defaults, else float64 reference"
-                + (" (TF32 tolerance for float32 where it is none)" if tf32 else ""))
-    return ("assert_close defaults" + (", TF32 tolerance for float32" if tf32 else "")
-            + f" (no float64 reference: {ref_note or 'none made'})")
+                + (f" ({work} autocast: 3x eager's error; its tolerance where the float64 "
+                   f"run is none)" if work else
+                   " (TF32 tolerance for float32 where it is none)" if tf32 else ""))
+    why = f" (no float64 reference: {ref_note or 'none made'})"
+    if work:
+        return f"assert_close at {work} autocast's tolerance" + why
+    return "assert_close defaults" + (", TF32 tolerance for float32" if tf32 else "") + why
 
 
 def assert_close_message(c: Any, e: Any, kw: Dict[str, float]) -> Optional[str]:

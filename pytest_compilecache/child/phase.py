@@ -213,18 +213,22 @@ class ChildPlugin:
 
     def _finish(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str],
                 ref: Optional[wl.Outputs], ref_note: Optional[str],
-                random: Optional[List[Dict[str, Any]]] = None) -> None:
+                random: Optional[List[Dict[str, Any]]] = None, *,
+                work_dtype: Any = None) -> None:
+        """Compare and record. `work_dtype`: the half type an autocast ran the work in
+        (`amp.watch`), for the tolerance compiled vs eager gets."""
         self.mark("eager_end")
         try:
             with compare.comparing(self.device):
-                self._compare(compiled, eager, eager_note, ref, ref_note, random or [])
+                self._compare(compiled, eager, eager_note, ref, ref_note, random or [],
+                              work_dtype)
         except InternalError:
             pass  # recorded in self.result; the session reports the check as an error
         self.mark("compared")
 
     def _compare(self, compiled: wl.Outputs, eager: wl.Outputs, eager_note: Optional[str],
                  ref: Optional[wl.Outputs], ref_note: Optional[str],
-                 random: List[Dict[str, Any]]) -> None:
+                 random: List[Dict[str, Any]], work_dtype: Any = None) -> None:
         with self.step("digesting the compiled outputs"):
             self.result["outputs"] = compare.describe(compiled)
         calls = (_calls(compiled), _calls(eager))
@@ -238,7 +242,8 @@ class ChildPlugin:
             tol = self.spec.get("eager_tolerance")
             with self.step("comparing compiled outputs with eager ones"):
                 self.result["compare_eager"] = compare.compare_with_eager(
-                    compiled, eager, ref, ref_note, tuple(tol) if tol else None, random)
+                    compiled, eager, ref, ref_note, tuple(tol) if tol else None, random,
+                    work_dtype=work_dtype)
         # the cold phase keeps its outputs for the warm one; a scenario may name others
         # (the deploy scenario's warm outputs, for a fresh compile of this commit's code)
         phase, cold = self.spec["phase"], self.spec["cold_outputs"]
