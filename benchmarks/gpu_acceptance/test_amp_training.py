@@ -30,25 +30,32 @@ def _resnet18_and_batch(device: str) -> Any:
     return model, x, y
 
 
-def fp16_gradscaler_sgd(device: str, record: Record, steps: int = 2) -> torch.nn.Module:
-    """fp16 autocast with a GradScaler: the float64 reference failed on its float32
-    contracts (`inv_scale must be a float tensor`), and the fallback held float16 logits
-    to float32's tolerance. The scale is recorded: a step skipped for an overflow in one
-    run only shows there."""
-    model, x, y = _resnet18_and_batch(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    scaler = torch.amp.GradScaler(device)
+def _train(device: str, record: Record, opt: Any, model: torch.nn.Module, x: Any, y: Any,
+           steps: int, dtype: Any = None) -> torch.nn.Module:
+    """The loop model repos write: forward under autocast (when `dtype`), a GradScaler
+    (a pass-through but for float16), an optimizer step; each step's loss recorded."""
+    scaler = torch.amp.GradScaler(device, enabled=dtype == torch.float16)
     compiled = torch.compile(model)
     for step in range(steps):
-        with torch.autocast(device, dtype=torch.float16):
+        with torch.autocast(device, dtype=dtype, enabled=dtype is not None):
             loss = torch.nn.functional.cross_entropy(compiled(x), y)
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
         record(f"loss{step}", loss)
-        record(f"scale{step}", scaler.get_scale())
+        if scaler.is_enabled():  # a step skipped for an overflow in one run only shows here
+            record(f"scale{step}", scaler.get_scale())
     return model
+
+
+def fp16_gradscaler_sgd(device: str, record: Record, steps: int = 2) -> torch.nn.Module:
+    """fp16 autocast with a GradScaler: the float64 reference failed on its float32
+    contracts (`inv_scale must be a float tensor`), and the fallback held float16 logits
+    to float32's tolerance."""
+    model, x, y = _resnet18_and_batch(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    return _train(device, record, opt, model, x, y, steps, torch.float16)
 
 
 def bf16_adamw(device: str, record: Record, steps: int = 2) -> torch.nn.Module:
@@ -56,15 +63,7 @@ def bf16_adamw(device: str, record: Record, steps: int = 2) -> torch.nn.Module:
     param's dtype in the float64 run (`expected dtype double for 'end'`)."""
     model, x, y = _resnet18_and_batch(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    compiled = torch.compile(model)
-    for step in range(steps):
-        with torch.autocast(device, dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(compiled(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        record(f"loss{step}", loss)
-    return model
+    return _train(device, record, opt, model, x, y, steps, torch.bfloat16)
 
 
 def fp32_sgd_momentum(device: str, record: Record, steps: int = 2) -> torch.nn.Module:
@@ -72,14 +71,7 @@ def fp32_sgd_momentum(device: str, record: Record, steps: int = 2) -> torch.nn.M
     update amplified (3.69x eager's float64 error on an H100, all of it noise)."""
     model, x, y = _resnet18_and_batch(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    compiled = torch.compile(model)
-    for step in range(steps):
-        loss = torch.nn.functional.cross_entropy(compiled(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        record(f"loss{step}", loss)
-    return model
+    return _train(device, record, opt, model, x, y, steps)
 
 
 BODIES = {"fp16_gradscaler_sgd": fp16_gradscaler_sgd, "bf16_adamw": bf16_adamw,
