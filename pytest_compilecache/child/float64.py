@@ -73,16 +73,53 @@ def _float32_scalars(args: Any) -> Any:
                     and t.dtype == torch.float64 and t.numel() <= 1 else t, args)
 
 
+def _into_target(args: Tuple[Any, ...], kwargs: Dict[str, Any]
+                 ) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+    """An in-place op's float64 operands in its target's dtype where that is a lower
+    float type (for a foreach op, each list operand in the dtype of the target at its
+    index). What the op writes is rounded to that dtype anyway, and in-place ops may
+    require operands of their target's dtype: Adam's single-tensor weight decay makes
+    `grad` float64 here (`grad.add(param)`), then `exp_avg.lerp_(grad)` needs it float32."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    target = args[0] if args else None
+    if isinstance(target, torch.Tensor):
+        dtypes = [target.dtype]
+    elif isinstance(target, (list, tuple)) and target \
+            and all(isinstance(t, torch.Tensor) for t in target):
+        dtypes = [t.dtype for t in target]
+    else:  # the target by keyword (nn.init's tensor=) or no tensor at all: as called
+        return args, kwargs
+
+    foreach = not isinstance(target, torch.Tensor)
+
+    def cast(value: Any, dtype: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.dtype == torch.float64 and dtype in (
+                torch.float32, torch.float16, torch.bfloat16):
+            return value.to(dtype)
+        return value
+
+    def operand(value: Any) -> Any:
+        if foreach and isinstance(value, (list, tuple)) and len(value) == len(dtypes):
+            return type(value)(cast(v, d) for v, d in zip(value, dtypes))
+        return tree_map(lambda v: cast(v, dtypes[0]), value)
+
+    return ((target, *map(operand, args[1:])),
+            {k: operand(v) for k, v in kwargs.items()})
+
+
 def _in_place(name: str) -> bool:
     return (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") \
         or name == "__setitem__"
 
 
 def make_mode() -> Any:
-    """A TorchFunctionMode that runs every floating op in float64. In-place ops run as
-    called, into their target (a KV cache, running stats, an init, a parameter update)
-    in the target's dtype; casts to a lower float type (`.float()`, `.to(torch.float32)`)
-    stay float64; random factories are left alone, so the draws are eager's.
+    """A TorchFunctionMode that runs every floating op in float64. In-place ops run
+    into their target (a KV cache, running stats, an init, a parameter update) in the
+    target's dtype, their float64 operands in that dtype (`_into_target`); casts to a
+    lower float type (`.float()`, `.to(torch.float32)`) stay float64; random factories
+    are left alone, so the draws are eager's.
 
     So that AMP training steps run, each dtype contract of torch.amp and torch.optim
     holds: factories shaped after a tensor keep its dtype (`_like`), and GradScaler's
@@ -102,9 +139,12 @@ def make_mode() -> Any:
             name = getattr(func, "__name__", "")
             if name.startswith(_FLOAT32_SCALARS):
                 return func(*_float32_scalars(list(args)), **_float32_scalars(kwargs))
-            if name in _PASS_THROUGH or _in_place(name) or _like(name):
+            if _in_place(name):
                 # an in-place call writes into its target, which may come positionally
                 # or by keyword (nn.init.kaiming_uniform_(tensor=...)): never a copy
+                args, kwargs = _into_target(args, kwargs)
+                return func(*args, **kwargs)
+            if name in _PASS_THROUGH or _like(name):
                 return func(*args, **kwargs)
             if name in _TO_DOUBLE and args and isinstance(args[0], torch.Tensor) \
                     and args[0].is_floating_point():
