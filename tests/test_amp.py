@@ -21,7 +21,7 @@ def _net() -> torch.nn.Module:
 
 
 def _train(dtype: torch.dtype, optimizer: str, form: Dict[str, bool], steps: int = 3,
-           truth: bool = False) -> Dict[str, torch.Tensor]:
+           truth: bool = False, init_scale: float = 2.0 ** 16) -> Dict[str, torch.Tensor]:
     """A training body as model repos write one: autocast, a GradScaler for float16,
     gradients clipped, an optimizer step per batch; each step's logits and loss. `truth`: the same model
     in float64 throughout, without autocast (scaling by a power of two is exact)."""
@@ -34,7 +34,8 @@ def _train(dtype: torch.dtype, optimizer: str, form: Dict[str, bool], steps: int
                 "adamw": lambda p: torch.optim.AdamW(p, lr=1e-2, **form),
                 "adam": lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.1, amsgrad=True,
                                                    **form)}[optimizer](model.parameters())
-    scaler = torch.amp.GradScaler("cpu", enabled=dtype == torch.float16 and not truth)
+    scaler = torch.amp.GradScaler("cpu", init_scale=init_scale,
+                                  enabled=dtype == torch.float16 and not truth)
     out = {}
     for step in range(steps):
         with torch.autocast("cpu", dtype=dtype, enabled=not truth):
@@ -94,6 +95,23 @@ def test_float64_run_of_amp_training_is_float64_accurate(dtype: torch.dtype, opt
                                        work_dtype=dtype)["ok"]
 
 
+def test_float64_run_skips_the_steps_a_float16_overflow_made_eager_skip() -> None:
+    """A scale too large overflows the float16 backward: GradScaler skips the step. The
+    float64 backward does not overflow, so on its own the float64 run would train
+    another model; told eager's overflow checks (amp.watch), it skips them too."""
+    with amp.watch("cpu") as seen:
+        eager = _train(torch.float16, "sgd", {}, init_scale=2.0 ** 24)
+    assert seen.found_inf and all(f > 0 for f in seen.found_inf)  # every step skipped
+    assert torch.equal(eager["logits0"], eager["logits2"])
+    with make_mode():
+        alone = _train(torch.float16, "sgd", {}, init_scale=2.0 ** 24)
+    with make_mode(found_inf=seen.found_inf):
+        ref = _train(torch.float16, "sgd", {}, init_scale=2.0 ** 24)
+    assert _rel(eager["logits2"], alone["logits2"]) > 0.05  # another model: no reference
+    assert _rel(eager["logits2"], ref["logits2"]) < 1e-3
+    assert torch.equal(ref["logits0"], ref["logits2"])
+
+
 def test_watch_sees_autocast_dtypes_and_changes_nothing() -> None:
     x = torch.randn(4, 4)
 
@@ -113,6 +131,8 @@ def test_watch_sees_autocast_dtypes_and_changes_nothing() -> None:
     assert seen.dtype == torch.bfloat16  # the loosest of the two
     assert seen.regions == {("cpu", "float16"), ("cpu", "bfloat16")}
     assert torch.autocast.__enter__.__qualname__ == "autocast.__enter__"
+    assert torch._amp_foreach_non_finite_check_and_unscale_ is \
+        torch._C._VariableFunctions._amp_foreach_non_finite_check_and_unscale_  # put back
     with torch.autocast("cpu", dtype=torch.bfloat16):  # entered before the watch
         with amp.watch() as outer:
             pass

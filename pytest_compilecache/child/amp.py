@@ -8,13 +8,18 @@ dtype is observed, never imposed: `watch()` notes each `torch.autocast.__enter__
 (after it ran, with what it returned) and, through `Seen.sample()`, the autocast
 state in effect where it is asked; the user's code runs exactly as without it.
 
+It also notes GradScaler's overflow checks (`Seen.found_inf`), for the float64 run to
+follow: a float16 backward that overflows makes the scaler skip that step, which the
+float64 run (no overflow there) would take, and compute another model from then on
+(resnet18 on CPU skipped both of its first two steps).
+
 Runs in the child; imports torch lazily; no pytest.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Iterator, Optional, Set, Tuple
+from typing import Any, Iterator, List, Optional, Set, Tuple
 
 # loosest first: bfloat16's 8-bit mantissa, then float16's 11 bits
 _HALF = ("bfloat16", "float16")
@@ -27,6 +32,9 @@ class Seen:
     def __init__(self, device: Optional[str] = None) -> None:
         self.device = device
         self.regions: Set[Tuple[str, str]] = set()
+        # found_inf after each of GradScaler's `_amp_foreach_non_finite_check_and_unscale_`
+        # calls, in order: > 0 where that check found an overflow (the step is skipped)
+        self.found_inf: List[float] = []
 
     def note(self, device_type: Any, dtype: Any, enabled: Any) -> None:
         """An autocast region with these arguments was entered."""
@@ -63,10 +71,12 @@ class Seen:
 @contextlib.contextmanager
 def watch(device: Optional[str] = None) -> Iterator[Seen]:
     """Note every autocast region entered inside the block (and the autocast state at
-    its start). The patch wraps `torch.autocast.__enter__` for the block only: it calls
-    the original and returns its result, so the user's code sees no difference (the
-    deprecated `torch.cuda.amp.autocast`/`torch.cpu.amp.autocast` enter through it
-    too). Only for eager runs: Dynamo traces autocast without calling `__enter__`."""
+    its start), and every GradScaler overflow check's result. The patch wraps
+    `torch.autocast.__enter__` for the block only: it calls the original and returns its
+    result, so the user's code sees no difference (the deprecated
+    `torch.cuda.amp.autocast`/`torch.cpu.amp.autocast` enter through it too), and
+    `torch._amp_foreach_non_finite_check_and_unscale_` likewise. Only for
+    eager runs: Dynamo traces autocast without calling `__enter__`."""
     import torch
 
     seen = Seen(device)
@@ -81,8 +91,18 @@ def watch(device: Optional[str] = None) -> Iterator[Seen]:
                   getattr(self, "_enabled", False))
         return result
 
+    check = torch._amp_foreach_non_finite_check_and_unscale_
+
+    @functools.wraps(check)
+    def checked(grads: Any, found_inf: Any, inv_scale: Any) -> Any:
+        result = check(grads, found_inf, inv_scale)
+        seen.found_inf.append(float(found_inf))
+        return result
+
     cls.__enter__ = enter  # type: ignore[method-assign]
+    torch._amp_foreach_non_finite_check_and_unscale_ = checked  # type: ignore[assignment]
     try:
         yield seen
     finally:
         cls.__enter__ = original  # type: ignore[method-assign]
+        torch._amp_foreach_non_finite_check_and_unscale_ = check

@@ -14,7 +14,7 @@ keep stays in the dtype it was made in (see `make_mode`).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 # Calls that read metadata or identity: computing them on a float64 copy would be
 # wasted work at best (and a new data_ptr at worst).
@@ -64,13 +64,28 @@ def _like(name: str) -> bool:
     return name.endswith("_like") or name.startswith("new_")
 
 
-def _float32_scalars(args: Any) -> Any:
-    """float64 tensors of at most one element, as float32 (`_FLOAT32_SCALARS`)."""
+def _with_float32_scalars(func: Callable[..., Any], args: Tuple[Any, ...],
+                          kwargs: Dict[str, Any]) -> Any:
+    """`func` with its float64 tensors of at most one element as float32
+    (`_FLOAT32_SCALARS`), and what it wrote into them written back: GradScaler's
+    found_inf is such a scalar (the mode made its per-device copy float64), and the
+    overflow check writes into it."""
     import torch
     from torch.utils._pytree import tree_map
 
-    return tree_map(lambda t: t.float() if isinstance(t, torch.Tensor)
-                    and t.dtype == torch.float64 and t.numel() <= 1 else t, args)
+    cast: List[Tuple[Any, Any]] = []
+
+    def down(t: Any) -> Any:
+        if isinstance(t, torch.Tensor) and t.dtype == torch.float64 and t.numel() <= 1:
+            cast.append((t, t.float()))
+            return cast[-1][1]
+        return t
+
+    result = func(*tree_map(down, list(args)), **tree_map(down, kwargs))
+    for original, copy in cast:
+        if not torch.equal(original.float(), copy):
+            original.copy_(copy)
+    return result
 
 
 def _into_target(args: Tuple[Any, ...], kwargs: Dict[str, Any]
@@ -114,7 +129,26 @@ def _in_place(name: str) -> bool:
         or name == "__setitem__"
 
 
-def make_mode() -> Any:
+def _follow(found_inf: Optional[Sequence[float]]) -> Callable[[Any, Any, Any], Any]:
+    """GradScaler's overflow check as the eager run it stands beside saw it: the i-th
+    check's found_inf at least that run's i-th (`amp.Seen.found_inf`), so the float64 run
+    skips the steps a float16 overflow made eager skip, and trains the same model."""
+    import torch
+
+    check = torch._C._VariableFunctions._amp_foreach_non_finite_check_and_unscale_
+    seen = iter(found_inf or ())
+
+    def checked(grads: Any, found: Any, inv_scale: Any) -> Any:
+        result = check(grads, found, inv_scale)
+        eager = next(seen, 0.0)
+        if eager > 0:
+            found.fill_(max(float(found), eager))
+        return result
+
+    return checked
+
+
+def make_mode(found_inf: Optional[Sequence[float]] = None) -> Any:
     """A TorchFunctionMode that runs every floating op in float64. In-place ops run
     into their target (a KV cache, running stats, an init, a parameter update) in the
     target's dtype, their float64 operands in that dtype (`_into_target`); casts to a
@@ -126,10 +160,14 @@ def make_mode() -> Any:
     and the fused optimizers' scalars are float32 (`_FLOAT32_SCALARS`). Parameters and
     optimizer state then stay in their own dtype (float32 under autocast), updated in
     place from float64 math: the run is float64 up to one rounding of that state per
-    step, far below a half-precision run's error."""
+    step, far below a half-precision run's error.
+
+    `found_inf`: the eager run's GradScaler overflow checks (`amp.Seen.found_inf`), for
+    the float64 run to skip the same steps (`_follow`)."""
     import torch
 
     low = (torch.float32, torch.float16, torch.bfloat16)
+    follow = _follow(found_inf)
 
     class Float64Mode(_mode_base()):  # type: ignore[misc]
         def __torch_function__(self, func: Callable[..., Any], types: Any,
@@ -138,7 +176,9 @@ def make_mode() -> Any:
             kwargs = dict(kwargs or {})
             name = getattr(func, "__name__", "")
             if name.startswith(_FLOAT32_SCALARS):
-                return func(*_float32_scalars(list(args)), **_float32_scalars(kwargs))
+                if name == "_amp_foreach_non_finite_check_and_unscale_":
+                    func = follow
+                return _with_float32_scalars(func, args, kwargs)
             if _in_place(name):
                 # an in-place call writes into its target, which may come positionally
                 # or by keyword (nn.init.kaiming_uniform_(tensor=...)): never a copy
