@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional, Set
 
 import pytest
 
-from pytest_compilecache.child import amplify, float64, randomness, replay
+from pytest_compilecache.child import amp, amplify, float64, randomness, replay
 from pytest_compilecache.child import workload as wl
 from pytest_compilecache.child.phase import (ChildPlugin, References, compile_kwargs,
                                              first_line, model_cases)
@@ -79,13 +79,15 @@ class BodyHooks:
                 refs.eager_note = why
                 if why is None:
                     reference = replay.Replay(self.trail, watch=True)
-                    refs.eager = self._rerun(pyfuncitem, reference)
+                    with amp.watch(o.device) as seen:  # autocast's dtype, GradScaler's skips
+                        refs.eager = self._rerun(pyfuncitem, reference)
+                    refs.work_dtype = seen.dtype
                     if reference.parted:
                         o.result["eager_parted"] = reference.parted
                     refs.random = o.random_tensors(
                         lambda seed: self._rerun(pyfuncitem, self._replay(seed)), refs.eager)
                     try:
-                        with float64.make_mode():
+                        with float64.make_mode(found_inf=seen.found_inf):
                             refs.ref = self._rerun(pyfuncitem, replay.Replay(self.trail))
                     except Exception as e:
                         refs.ref_note = "the test body failed in float64: " + first_line(e)

@@ -35,6 +35,17 @@ USABLE_REL = 0.5
 # PyTorch's own TF32 test precision (common_cuda.tf32_on_and_off(0.005)): with TF32 the
 # compute dtype of float32 convs/matmuls has a 10-bit mantissa.
 TF32_TOLERANCE = {"atol": 5e-3, "rtol": 5e-3}
+# assert_close's own defaults for the half types (its documented table), the tolerance
+# of work that ran under an fp16/bf16 autocast: its float32 outputs (a loss, logits
+# under the CPU policy) carry the half type's error, not float32's.
+HALF_TOLERANCE = {"float16": {"atol": 1e-5, "rtol": 1e-3},
+                  "bfloat16": {"atol": 1e-5, "rtol": 1.6e-2}}
+# The half types' unit roundoff (2^-11, 2^-8): the floor of the float64 rule for work
+# that ran in one. A value computed there is no more exact than its own rounding, and
+# a scalar's error (a loss: one projection of the logits' errors) is a single draw:
+# resnet18's first fp16 loss on CPU was 5.6e-4 off for eager, 1.9e-3 for compiled
+# (logits: 1.1x eager's error), 3.45x and over `same`'s 3x; under 1 + 3x with this floor.
+HALF_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 _GRAD = re.compile(r"(^|\.)grad\.")
 
 
@@ -98,20 +109,41 @@ def is_gradient(name: str) -> bool:
     return bool(_GRAD.search(name))
 
 
-def multiplier(t: Any, gradient: bool = False) -> float:
+def multiplier(t: Any, gradient: bool = False, work_dtype: Any = None) -> float:
     """torch's `same`: 2x eager's error, 3x for half types and small tensors. Gradients
     get 3x too: from noise alone BERT-base's worst gradient reached 2.09x (shared
     accuracy probe) and mobilenet_v3's 1.94x (H100, TF32), while a stale or wrong
-    backward measured 13x to 5e6x."""
-    import torch
-
-    if gradient or t.dtype in (torch.float16, torch.bfloat16) or t.numel() < SMALL_NUMEL:
+    backward measured 13x to 5e6x. So does a float32 tensor computed under a half-type
+    autocast (`work_dtype`): its error is the half type's, as in `same`'s AMP runs."""
+    if gradient or is_half(t.dtype) or is_half(work_dtype) or t.numel() < SMALL_NUMEL:
         return 3.0
     return 2.0
 
 
+def is_half(dtype: Any) -> bool:
+    """float16 or bfloat16 (a torch.dtype, its name, or None)."""
+    return str(dtype).replace("torch.", "") in HALF_TOLERANCE
+
+
+def work_tolerance(dtype: Any, work_dtype: Any) -> Dict[str, float]:
+    """The tolerance of a float32 tensor computed under a half-type autocast: that half
+    type's assert_close defaults; {} (the tensor's own defaults) otherwise."""
+    if str(dtype) != "torch.float32" or not is_half(work_dtype):
+        return {}
+    return dict(HALF_TOLERANCE[str(work_dtype).replace("torch.", "")])
+
+
+def _looser(a: Dict[str, float], b: Dict[str, float]) -> Dict[str, float]:
+    """Each bound the looser of two tolerances' ({}: the dtype's own defaults, tighter
+    than any here): TF32 and a half-type autocast both in play get both allowances."""
+    if not (a and b):
+        return a or b
+    return {k: max(a[k], b[k]) for k in ("atol", "rtol")}
+
+
 def against_float64(candidate: Any, baseline: Any, ref: Any,
-                    gradient: bool = False, amplified: float = 0.0) -> Dict[str, Any]:
+                    gradient: bool = False, work_dtype: Any = None,
+                    amplified: float = 0.0) -> Dict[str, Any]:
     """Is `candidate` as close to the float64 `ref` as `baseline` (same math, other
     kernels) is, up to the multiplier and floor, plus `amplified`: the rounding of
     earlier steps that this value may carry (`amplify`; 0 for a first step)? Both
@@ -125,7 +157,8 @@ def against_float64(candidate: Any, baseline: Any, ref: Any,
     c_err = rms(c - r)
     b_err = rms(b - r)
     scale = rms(r)
-    limit = multiplier(candidate, gradient) * b_err + FLOOR_REL * scale + amplified
+    floor = max(FLOOR_REL, HALF_ROUNDOFF.get(str(work_dtype).replace("torch.", ""), 0.0))
+    limit = multiplier(candidate, gradient, work_dtype) * b_err + floor * scale + amplified
     ratio = c_err / b_err if b_err > 0 else (0.0 if c_err == 0 else math.inf)
     out = {"rmse": _round(c_err), "reference_rmse": _round(b_err), "limit": _round(limit),
            "ratio": _round(ratio), "ok": not bad and c_err <= limit,
@@ -164,7 +197,8 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
                        ref_note: Optional[str] = None,
                        tolerance: Optional[Tuple[float, float]] = None,
                        random: Optional[List[Dict[str, Any]]] = None,
-                       amplified: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
+                       amplified: Optional[Dict[str, float]] = None,
+                       work_dtype: Any = None) -> Dict[str, Any]:
     """Compiled vs eager of the same code, every output and gradient.
 
     With an explicit ATOL,RTOL every tensor must be close to it. By default a tensor
@@ -180,10 +214,16 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
 
     `amplified`: per later value, the rounding of earlier steps it may carry
     (`amplify.allowance`), added to its limit. Tensors of other shapes in the two runs
-    were computed from other inputs: not comparable, named, never a mismatch."""
+    were computed from other inputs: not comparable, named, never a mismatch.
+
+    `work_dtype`: the half type the work ran in under autocast (`amp.watch`), or None.
+    Its float32 tensors then get that type's tolerance where assert_close decides
+    (no float64 run, or none usable) and torch `same`'s half-type multiplier where the
+    float64 rule does."""
     skip = {r["name"] for r in random or []}
     tf32 = tolerance is None and tf32_active()
-    tally = _EagerTally(tolerance, tf32, amplified or {})
+    work = str(work_dtype).replace("torch.", "") if is_half(work_dtype) else None
+    tally = _EagerTally(tolerance, tf32, amplified or {}, work)
     for name in in_order(compiled, eager):
         if name not in compiled or name not in eager:
             tally.mismatches.append({"name": name,
@@ -196,7 +236,8 @@ def compare_with_eager(compiled: Outputs, eager: Outputs, ref: Optional[Outputs]
     return {"ok": not tally.mismatches,
             "compared": len(compiled) - len(skip & set(compiled)) - len(tally.incomparable),
             "total": len(compiled), "random": list(random or []),
-            "mismatches": tally.mismatches, "rule": _eager_rule(tolerance, ref, ref_note, tf32),
+            "mismatches": tally.mismatches,
+            "rule": _eager_rule(tolerance, ref, ref_note, tf32, work), "work_dtype": work,
             "float64": {"available": ref is not None, "note": ref_note,
                         "escalated": tally.escalated, "unusable": tally.unusable,
                         "unusable_miss": _round(tally.unusable_miss), "worst": worst},
@@ -210,8 +251,8 @@ class _EagerTally:
     """What compare_with_eager finds, tensor by tensor."""
 
     def __init__(self, tolerance: Optional[Tuple[float, float]], tf32: bool,
-                 amplified: Dict[str, float]) -> None:
-        self.tolerance, self.tf32, self.amplified = tolerance, tf32, amplified
+                 amplified: Dict[str, float], work: Optional[str] = None) -> None:
+        self.tolerance, self.tf32, self.amplified, self.work = tolerance, tf32, amplified, work
         self.incomparable: List[Dict[str, Any]] = []  # other shapes: other inputs
         self._order: List[str] = []
         # judged against eager with the amplified rounding, no float64 run there
@@ -243,7 +284,8 @@ class _EagerTally:
                                                      / e.double().norm().clamp_min(1e-30)))
         judged = (tolerance is None and r is not None and c.is_floating_point()
                   and c.shape == e.shape == r.shape)
-        loose = dict(TF32_TOLERANCE) if self.tf32 and c.dtype == torch.float32 else {}
+        loose = _looser(dict(TF32_TOLERANCE) if self.tf32 and c.dtype == torch.float32
+                        else {}, work_tolerance(c.dtype, self.work))
         if tolerance is not None:
             kw: Dict[str, float] = {"atol": tolerance[0], "rtol": tolerance[1]}
         else:  # TF32's loose tolerance only where no float64 run can judge: its atol
@@ -251,7 +293,7 @@ class _EagerTally:
         message = assert_close_message(c, e, kw)
         if message is None:
             return
-        v = {"name": name, **against_float64(c, e, r, grad, amp)} if judged else None
+        v = {"name": name, **against_float64(c, e, r, grad, self.work, amp)} if judged else None
         if v is not None and not v["usable"]:
             self.unusable.append(name)
             self.unusable_miss = max(self.unusable_miss, v["reference_rel"])
@@ -308,15 +350,19 @@ def in_order(first: Outputs, second: Outputs) -> List[str]:
 
 
 def _eager_rule(tolerance: Optional[Tuple[float, float]], ref: Optional[Outputs],
-                ref_note: Optional[str], tf32: bool) -> str:
+                ref_note: Optional[str], tf32: bool, work: Optional[str] = None) -> str:
     """The rule compiled vs eager was judged by, as the report names it."""
     if tolerance is not None:
         return f"atol={tolerance[0]},rtol={tolerance[1]}"
     if ref is not None:
         return ("assert_close defaults, else float64 reference"
-                + (" (TF32 tolerance for float32 where it is none)" if tf32 else ""))
-    return ("assert_close defaults" + (", TF32 tolerance for float32" if tf32 else "")
-            + f" (no float64 reference: {ref_note or 'none made'})")
+                + (f" ({work} autocast: 3x eager's error; its tolerance where the float64 "
+                   f"run is none)" if work else
+                   " (TF32 tolerance for float32 where it is none)" if tf32 else ""))
+    why = f" (no float64 reference: {ref_note or 'none made'})"
+    if work:
+        return f"assert_close at {work} autocast's tolerance" + why
+    return "assert_close defaults" + (", TF32 tolerance for float32" if tf32 else "") + why
 
 
 def assert_close_message(c: Any, e: Any, kw: Dict[str, float]) -> Optional[str]:

@@ -48,6 +48,7 @@ class References:
     random: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     amplify: Optional[Callable[[wl.Outputs, wl.Outputs, Optional[wl.Outputs]],
                                Dict[str, float]]] = None
+    work_dtype: Any = None  # the half type an autocast ran the work in (`amp.watch`)
 
 
 class ChildPlugin:
@@ -275,7 +276,7 @@ class ChildPlugin:
         with self.step("comparing compiled outputs with eager ones"):
             self.result["compare_eager"] = compare.compare_with_eager(
                 compiled, refs.eager, refs.ref, refs.ref_note, tuple(tol) if tol else None,
-                refs.random, amplified=amplified)
+                refs.random, amplified=amplified, work_dtype=refs.work_dtype)
 
     def _compare_cold(self, compiled: wl.Outputs, refs: References) -> None:
         # the cold phase keeps its outputs for the warm one; a scenario may name others
