@@ -82,6 +82,10 @@ def test_training_with_several_steps_passes(run: RepoRun, amp: str) -> None:
     assert c["verdict"] == "pass", _problems(c) + run.out[-3000:]
     cmp = c["outputs"]["warm_vs_eager"]
     assert cmp["ok"] and cmp["compared"] == cmp["total"] == 6, cmp  # calls and losses
+    # judged against a float64 run of the AMP step, at the dtype the work ran in
+    assert cmp["float64"]["available"], cmp["float64"]["note"]
+    assert cmp["rule"].startswith("assert_close defaults, else float64 reference"), cmp["rule"]
+    assert cmp.get("work_dtype") == {"fp32": None, "fp16": "float16", "bf16": "bfloat16"}[amp]
     assert c["outputs"]["warm_vs_cold"]["ok"]
 
 
@@ -90,4 +94,8 @@ def test_training_computed_5_percent_off_fails(run: RepoRun, amp: str) -> None:
     c = run.check(f"test_training[{amp}-off5]")
     assert c["verdict"] == "fail", run.out[-3000:]
     assert "compiled differs from eager" in _problems(c), _problems(c)
-    assert "record:loss0" in _problems(c)  # the first step already: nothing to amplify
+    # the first step already: wrong math against the float64 run, nothing amplified
+    failed = c["outputs"]["warm_vs_eager"]["mismatches"]
+    first = next(m for m in failed if m["name"] == "call0:Net")
+    assert "as far from a float64 run as eager" in first["message"], first
+    assert "wrong math" in first["message"] and "amplified" not in first["message"]
