@@ -18,26 +18,29 @@ import torch.nn.functional as F
 
 
 class Net(torch.nn.Module):
-    """conv + BatchNorm + linear; `off` scales the compiled path only (a miscompile)."""
+    """conv + BatchNorm + linear; `off` scales the compiled path's output only, `grad_off`
+    its gradient only (the forward's values unchanged): two kinds of miscompile."""
 
-    def __init__(self, off=1.0):
+    def __init__(self, off=1.0, grad_off=1.0):
         super().__init__()
         self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
         self.bn = torch.nn.BatchNorm2d(8)
         self.fc = torch.nn.Linear(8 * 8 * 8, 10)
-        self.off = off
+        self.off, self.grad_off = off, grad_off
 
     def forward(self, x):
         h = torch.relu(self.bn(self.conv(x)))
+        if torch.compiler.is_compiling() and self.grad_off != 1.0:
+            h = h * self.grad_off - (h * (self.grad_off - 1)).detach()
         out = self.fc(h.flatten(1))
         if torch.compiler.is_compiling():
             out = out * self.off
         return out
 
 
-def train(compile_cache, off, amp):
+def train(compile_cache, off, amp, grad_off=1.0):
     torch.manual_seed(0)
-    model = Net(off)
+    model = Net(off, grad_off)
     opt = (torch.optim.AdamW(model.parameters(), lr=1e-3) if amp == "bf16"
            else torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
     scaler = torch.amp.GradScaler("cpu") if amp == "fp16" else None
@@ -63,6 +66,11 @@ def train(compile_cache, off, amp):
 @pytest.mark.parametrize("amp", ["fp32", "fp16", "bf16"])
 def test_training(compile_cache, amp, off):
     train(compile_cache, off, amp)
+
+
+@pytest.mark.compile_cache
+def test_training_gradient_off(compile_cache):
+    train(compile_cache, 1.0, "fp32", grad_off=1.05)
 
 '''
 
@@ -99,3 +107,15 @@ def test_training_computed_5_percent_off_fails(run: RepoRun, amp: str) -> None:
     first = next(m for m in failed if m["name"] == "call0:Net")
     assert "as far from a float64 run as eager" in first["message"], first
     assert "wrong math" in first["message"] and "amplified" not in first["message"]
+
+
+def test_a_backward_5_percent_off_fails_on_the_later_steps(run: RepoRun) -> None:
+    """The forward is right, so the first step passes; the update is wrong, and what
+    follows it is far beyond the rounding earlier steps amplify."""
+    c = run.check("test_training_gradient_off")
+    assert c["verdict"] == "fail", run.out[-3000:]
+    cmp = c["outputs"]["warm_vs_eager"]
+    failed = {m["name"] for m in cmp["mismatches"]}
+    assert "call0:Net" not in failed and "record:loss0" not in failed, failed
+    assert "record:loss1" in failed, failed
+    assert cmp["amplified"]  # judged with the amplified rounding, and still wrong
