@@ -23,8 +23,8 @@ def _body(rec: Recorder, fn) -> None:
     rec.record("own", torch.rand(2))
 
 
-def _run(calls, fn) -> dict:
-    rec = Recorder()
+def _run(calls, fn, recorder=None) -> dict:
+    rec = recorder or Recorder()
     rec.active, rec.calls = True, calls
     _body(rec, fn)
     return rec.outputs
@@ -82,12 +82,63 @@ def test_a_perturbed_run_moves_later_values_only() -> None:
     eager = _run(seen, step)
     replay.restore(start)
     rel = {0: 1e-3, 1: 1e-3}
-    perturbed = _run(replay.Replay(seen.trail, perturb=amplify.Perturb(rel)), step)
-    allowed = amplify.allowance(eager, perturbed)
-    assert "call0:f" not in allowed  # the first call's outputs: nothing before them
-    assert allowed["record:after0"] > 0  # computed from call 0's output
+    rec = Recorder()
+    perturbed = _run(replay.Replay(seen.trail, perturb=amplify.Perturb(rel)), step, rec)
+    assert not torch.equal(perturbed["record:after0"], eager["record:after0"])
+    allowed = amplify.allowance(eager, perturbed, rec.later)
+    # the first step keeps its rule: call 0's outputs and what was recorded before the
+    # second call (or an optimizer step)
+    assert "call0:f" not in allowed and "record:after0" not in allowed, allowed
+    assert allowed["record:after1"] > 0  # computed after a second call
     # the noise is the call's rounding size: tiny against the values
-    assert allowed["record:after0"] < 1e-2 * compare.rms(eager["record:after0"])
+    assert allowed["record:after1"] < 1e-2 * compare.rms(eager["record:after1"])
+
+
+def test_an_optimizer_step_makes_what_follows_a_later_value() -> None:
+    w = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.SGD([w], lr=0.1)
+    rec = Recorder()
+    rec.active = True
+    with amplify.counting_steps(rec):
+        rec.record("before", w * 2)
+        (w * 2).sum().backward()
+        opt.step()
+        rec.record("after", w * 2)
+    assert rec.steps == 1 and rec.later == {"record:after"}
+
+
+def test_noise_keeps_non_finite_elements_and_the_allowance_is_capped() -> None:
+    t = torch.tensor([1.0, float("-inf"), 2.0, 3.0])
+    out = amplify.Perturb({0: 1e-3})(0, t)
+    assert out[1] == float("-inf") and torch.isfinite(out[[0, 2, 3]]).all()
+    e = {"record:y": torch.ones(100)}
+    p = {"record:y": torch.ones(100) * 2}  # a nudge that moved it by 100% (not smooth)
+    [cap] = amplify.allowance(e, p, {"record:y"}).values()
+    assert cap == amplify.CAP_REL * 1.0  # never enough to let a 5% error through
+
+
+def test_a_compiled_module_that_raises_leaves_the_recorder_at_the_top() -> None:
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() < 0:
+                raise ValueError("negative")
+            return x * 2
+
+    from pytest_compilecache.child.workload import patch_torch_compile
+
+    rec = Recorder()
+    unpatch = patch_torch_compile(rec)
+    try:
+        m = torch.compile(Boom(), backend="eager")
+        rec.active = True
+        try:
+            m(-torch.ones(2))
+        except ValueError:
+            pass
+        m(torch.ones(2))
+    finally:
+        unpatch()
+    assert rec.depth == 0 and list(rec.outputs) == ["call1:Boom"]
 
 
 def test_a_call_that_computes_wrong_injects_no_more_than_its_rule_allows() -> None:

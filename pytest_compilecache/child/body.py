@@ -61,7 +61,7 @@ class BodyHooks:
                 return res
             o.result["ran"] = True
             o.result["rng_trail"] = observe.digests()
-            self.trail = observe.trail
+            self.trail, self.inputs = observe.trail, observe.inputs
             o.save_artifact()
         compiled = dict(o.recorder.outputs)
         o._finish(compiled, self._references(pyfuncitem))
@@ -78,7 +78,7 @@ class BodyHooks:
             with wl.force_eager() as why:
                 refs.eager_note = why
                 if why is None:
-                    reference = replay.Replay(self.trail, watch=True)
+                    reference = replay.Replay(self.trail, watch=self.inputs)
                     with amp.watch(o.device) as seen:  # autocast's dtype, GradScaler's skips
                         refs.eager = self._rerun(pyfuncitem, reference)
                     refs.work_dtype = seen.dtype
@@ -116,13 +116,18 @@ class BodyHooks:
         rel = amplify.sizes(compiled, eager, ref, random)
         o._eager_pass = True
         try:
-            with wl.force_eager():
+            with wl.force_eager(), amplify.counting_steps(o.recorder):
                 perturbed = self._rerun(pyfuncitem,
                                         replay.Replay(self.trail, perturb=amplify.Perturb(rel)))
+        except Exception as e:  # the body's own assert on perturbed values: no allowance
+            o.result.setdefault("notes", []).append(
+                "the rounding earlier steps amplify was not measured: "
+                + eager_failed(e, pyfuncitem).split(";")[0])
+            return {}
         finally:
             o._eager_pass = False
             o.recorder.calls = None
-        return amplify.allowance(eager, perturbed)
+        return amplify.allowance(eager, perturbed, o.recorder.later)
 
     def _rerun(self, pyfuncitem: pytest.Function, calls: replay.Replay) -> wl.Outputs:
         """The body once more, from the random state it started with, recording what

@@ -99,8 +99,9 @@ class ChildPlugin:
     def configure(self) -> None:
         import torch
 
-        # identical torch generators in both phases; Python's random / hash seed stay
-        # as a restart leaves them, so keys that depend on them drift here as in prod
+        # identical torch generators in both phases from the start (Python's random and
+        # numpy's are seeded before the test, `replay.seed_all`: what a module draws at
+        # import, and the hash seed, stay as a restart leaves them, as in production)
         torch.manual_seed(int(self.spec.get("seed", 0)))
         self.result["versions"] = wl.versions()
         try:

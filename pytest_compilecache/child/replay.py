@@ -102,14 +102,31 @@ def digests(state: State) -> Dict[str, str]:
     return out
 
 
+def shapes(args: Any) -> str:
+    """A digest of the shapes and dtypes of a call's tensor arguments: where two runs'
+    calls had other inputs, their outputs cannot be compared."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    try:
+        leaves = tree_leaves(args)
+    except Exception:
+        leaves = list(args) if isinstance(args, (list, tuple)) else [args]
+    text = repr([(tuple(t.shape), str(t.dtype)) for t in leaves if isinstance(t, torch.Tensor)])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 class Observe:
-    """The compiled run: reads each outermost call's entry and exit states."""
+    """The compiled run: reads each outermost call's entry and exit states, and its
+    arguments' shapes (`inputs` in the digests)."""
 
     def __init__(self) -> None:
         self.trail: List[List[Optional[State]]] = []
+        self.inputs: List[str] = []
 
-    def enter(self, k: int) -> None:
+    def enter(self, k: int, args: Any = ()) -> None:
         self.trail.append([capture(), None])
+        self.inputs.append(shapes(args))
 
     def leave(self, k: int, value: Any) -> Any:
         if k < len(self.trail):
@@ -117,7 +134,10 @@ class Observe:
         return value
 
     def digests(self) -> List[Dict[str, str]]:
-        return [digests(entry) for entry, _ in self.trail[:TRAIL_DIGESTS] if entry]
+        """Per call (the first TRAIL_DIGESTS): each generator's state and the inputs'
+        shapes at its entry."""
+        return [{**digests(entry), "inputs": shape}
+                for (entry, _), shape in zip(self.trail[:TRAIL_DIGESTS], self.inputs) if entry]
 
 
 class Replay:
@@ -128,21 +148,23 @@ class Replay:
 
     def __init__(self, trail: List[List[Optional[State]]], inside_seed: Optional[int] = None,
                  perturb: Optional[Callable[[int, Any], Any]] = None,
-                 watch: bool = False) -> None:
+                 watch: Optional[List[str]] = None) -> None:
         self.trail = trail
         self.inside_seed = inside_seed
         self.perturb = perturb
         self.watch = watch
-        # with `watch`: the first call whose entry found other states than the compiled
-        # run had there (the body drew differently before it: a clock-seeded generator),
-        # and those generators' names
+        # with `watch` (the compiled run's `Observe.inputs`): the first call whose entry
+        # found other states or input shapes than the compiled run had there (the body
+        # drew differently before it: a clock-seeded generator), and what differed
         self.parted: Optional[Dict[str, Any]] = None
 
-    def enter(self, k: int) -> None:
+    def enter(self, k: int, args: Any = ()) -> None:
         if k >= len(self.trail) or self.trail[k][0] is None:
             return  # a call the compiled run did not make: said by the comparison
-        if self.watch and self.parted is None:
+        if self.watch is not None and self.parted is None:
             now, then = digests(capture()), digests(self.trail[k][0])  # type: ignore[arg-type]
+            if k < len(self.watch):
+                now["inputs"], then["inputs"] = shapes(args), self.watch[k]
             names = sorted(n for n in set(now) | set(then) if now.get(n) != then.get(n))
             if names:
                 self.parted = {"call": k, "generators": names}

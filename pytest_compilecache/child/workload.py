@@ -102,46 +102,52 @@ class Recorder:
 
     def __init__(self) -> None:
         self.outputs: Outputs = {}
-        self._calls = 0     # outermost calls recorded (the names' index)
-        self._entered = 0   # outermost calls entered (the random-state trail's index)
+        self._entered = 0   # outermost calls entered: the names' and the trail's index
         self.active = False
         self.depth = 0
         self.calls: Any = None
+        self.steps = 0      # optimizer steps taken (counted only where `amplify` asks)
+        self.later: set = set()  # names recorded after a second call or an optimizer step
 
     def reset(self) -> None:
         self.outputs = {}
-        self._calls = 0
         self._entered = 0
-        self.depth = 0  # a call that raised never left
+        self.depth = 0
+        self.steps = 0
+        self.later = set()
 
-    def enter(self) -> None:
-        """A compiled call begins."""
+    def _flatten(self, prefix: str, value: Any) -> None:
+        before = set(self.outputs)
+        flatten(prefix, value, self.outputs)
+        if self._entered >= 2 or self.steps:
+            self.later |= set(self.outputs) - before
+
+    def enter(self, args: Any = ()) -> None:
+        """A compiled call begins, with `args` (read for their shapes, never changed)."""
         self.depth += 1
         if self.active and self.depth == 1:
             if self.calls is not None:
-                self.calls.enter(self._entered)
+                self.calls.enter(self._entered, args)
             self._entered += 1
 
     def leave(self, label: str, value: Any, record: bool = True) -> Any:
-        """A compiled call returned `value`: recorded if it was the outermost one; the
-        value the caller gets back (a re-run may replace it: `replay.Replay.perturb`)."""
+        """A compiled call returned `value` (or raised: `record=False`): recorded if it
+        was the outermost one, as call N for the N-th outermost call entered, so that a
+        call that raised leaves the same gap in every run; the value the caller gets back
+        (a re-run may replace it: `replay.Replay.perturb`)."""
         self.depth = max(0, self.depth - 1)
         if self.depth or not self.active:
             return value
+        k = self._entered - 1
         if record:
-            self.record_call(label, value)
+            self._flatten(f"call{k}:{label}", value)
         if self.calls is not None:
-            value = self.calls.leave(self._entered - 1, value)
+            value = self.calls.leave(k, value)
         return value
-
-    def record_call(self, label: str, value: Any) -> None:
-        if self.active:
-            flatten(f"call{self._calls}:{label}", value, self.outputs)
-            self._calls += 1
 
     def record(self, name: str, value: Any) -> None:
         if self.active:
-            flatten(f"record:{name}", value, self.outputs)
+            self._flatten(f"record:{name}", value)
 
 
 def patch_torch_compile(recorder: Recorder) -> Callable[[], None]:
@@ -157,13 +163,16 @@ def patch_torch_compile(recorder: Recorder) -> Callable[[], None]:
         compiled = original(model, *args, **kwargs)
         label = _label(model)
         if isinstance(compiled, torch.nn.Module):
-            compiled.register_forward_pre_hook(lambda mod, a: recorder.enter())
-            compiled.register_forward_hook(lambda mod, a, out: recorder.leave(label, out))
+            compiled.register_forward_pre_hook(lambda mod, a: recorder.enter(a))
+            # always_call: a forward that raised leaves too (its output then None)
+            compiled.register_forward_hook(
+                lambda mod, a, out: recorder.leave(label, out, record=out is not None),
+                always_call=True)
             return compiled
 
         @functools.wraps(compiled)
         def call(*a: Any, **kw: Any) -> Any:
-            recorder.enter()
+            recorder.enter(a)
             try:
                 out = compiled(*a, **kw)
             except BaseException:

@@ -12,7 +12,8 @@ from pytest_compilecache.model import (CheckResult, ColdComparison, EagerCompari
 
 # the generators whose states a phase records at each compiled call (child/replay.py)
 GENERATORS = {"torch": "torch's CPU generator", "cuda": "torch's CUDA generators",
-              "random": "Python's random", "numpy": "numpy's global generator"}
+              "random": "Python's random", "numpy": "numpy's global generator",
+              "inputs": "the call's input shapes"}
 
 # warm-vs-cold differences below this are the size of reordered float atomics, not of a
 # wrong kernel (seen on an H200: 1.8e-7 in BERT's embedding grad, 4.2e-7 in MobileNet's)
@@ -151,38 +152,45 @@ def parted(cold: List[Dict[str, str]], warm: List[Dict[str, str]]
 
 
 def _incomparable(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord) -> None:
-    """Tensors of other shapes in two runs were computed from other inputs: they cannot
-    be compared, which says nothing of a cache. Named, with where the runs' random
-    draws parted when the trails tell."""
+    """Tensors of other shapes in two runs: where the runs' random states or a compiled
+    call's input shapes parted before them (the trails), they were computed from other
+    inputs and cannot be compared, which says nothing of a cache (a note). Where nothing
+    parted, an entry answered for another shape, or the inputs came from outside the
+    generators: that fails, saying both, for a stale entry must never pass."""
     cmp = warm.compare_cold
     if cmp is not None and cmp.incomparable:
         where = parted(cold.rng_trail, warm.rng_trail)
+        shown = _shapes(cmp.incomparable)
         if where is not None:
-            source = (f"their random states parted before compiled call {where[0]}: "
-                      f"{' and '.join(where[1])} (a generator the test re-seeds from the clock "
-                      f"or the OS, or draws before the plugin seeds it?)")
-        elif cold.rng_trail and warm.rng_trail:
-            source = ("their random states were equal at every compiled call: the inputs "
-                      "came from elsewhere (the clock, a file, set or dict order under "
-                      "another hash seed?)")
+            note(res, f"outputs: {len(cmp.incomparable)} tensor(s) cannot be compared warm vs "
+                      f"cold: {shown} - the runs computed on different inputs (not a cache "
+                      f"symptom): {' and '.join(where[1])} parted before compiled call "
+                      f"{where[0]} (a generator the test re-seeds from the clock or the OS?)")
         else:
-            source = "where the inputs came from is not known"
-        note(res, f"outputs: {len(cmp.incomparable)} tensor(s) cannot be compared warm vs "
-                  f"cold: {_shapes(cmp.incomparable)} - the runs computed on different inputs "
-                  f"(not a cache symptom); {source}")
+            res.problems.append(
+                f"outputs: warm returned other shapes than cold: {shown}, though "
+                + ("every random state and every compiled call's input shapes were equal "
+                   "(the first 64 calls): " if cold.rng_trail and warm.rng_trail else "")
+                + "an entry answered for another shape (a stale entry, a guard too loose), "
+                "or the inputs came from outside the random generators (a file, the clock)")
     for phase, rec in (("cold", cold), ("warm", warm)):
         ecmp = rec.compare_eager
         if ecmp is None or not ecmp.incomparable:
             continue
+        shown = _shapes(ecmp.incomparable)
         gens = [GENERATORS.get(n, n) for n in rec.eager_parted.get("generators") or []]
-        source = (f"its random state before compiled call {rec.eager_parted.get('call')} "
-                  f"was not the compiled run's: {' and '.join(gens)} (the body re-seeds from "
-                  f"the clock or the OS?)" if gens else
-                  "every random state at the compiled calls was replayed: a value from the "
-                  "clock or a file?")
-        note(res, f"outputs: {len(ecmp.incomparable)} tensor(s) of the {phase} run cannot "
-                  f"be compared with eager: {_shapes(ecmp.incomparable)} - the eager re-run "
-                  f"computed on different inputs ({source})")
+        if gens:
+            note(res, f"outputs: {len(ecmp.incomparable)} tensor(s) of the {phase} run cannot "
+                      f"be compared with eager: {shown} - the eager re-run computed on "
+                      f"different inputs: {' and '.join(gens)} differed from the compiled "
+                      f"run's before compiled call {rec.eager_parted.get('call')} (the body "
+                      f"re-seeds from the clock or the OS?)")
+        else:
+            res.problems.append(
+                f"outputs: {phase} compiled returned other shapes than eager: {shown}, with "
+                f"the same random states and input shapes at every compiled call: wrong "
+                f"code (a miscompile or a stale entry), or inputs from outside the random "
+                f"generators (a file, the clock)")
 
 
 def _shapes(rows: List[Mismatch]) -> str:
