@@ -47,12 +47,14 @@ _CALL = re.compile(r"^call(\d+):")
 
 
 def sizes(compiled: Outputs, eager: Outputs, ref: Optional[Outputs],
-          random: AbstractSet[str] = frozenset()) -> Dict[int, float]:
+          random: AbstractSet[str] = frozenset(), work_dtype: Any = None) -> Dict[int, float]:
     """Per outermost call: the relative rounding its outputs carry, the largest over
     its floating tensors of eager vs float64 and compiled vs eager (RMS over RMS).
     Compiled vs eager counts only up to what the first step's rule allows it (a wrong
     call fails on its own outputs; its error is no rounding to amplify), and tensors
-    that change with the seed not at all (compiled and eager drew other numbers)."""
+    that change with the seed not at all (compiled and eager drew other numbers).
+    `work_dtype`: the half type an autocast ran the work in: its rounding, not that of
+    the float32 tensors it returned, where no float64 run tells."""
     out: Dict[int, float] = {}
     for name, e in eager.items():
         m = _CALL.match(name)
@@ -63,7 +65,8 @@ def sizes(compiled: Outputs, eager: Outputs, ref: Optional[Outputs],
         c, e = on_compare_device(c, e)
         size = rms(e.double()) or 1.0
         eps = _EPS.get(str(e.dtype), 2.0 ** -24)
-        own = _RTOL.get(str(e.dtype), 1.3e-6)  # assert_close's, without a float64 run
+        # assert_close's, without a float64 run (the autocast's type where work ran in one)
+        own = max(_RTOL.get(str(e.dtype), 1.3e-6), _RTOL.get(str(work_dtype), 0.0))
         r = (ref or {}).get(name)
         if r is not None and r.shape == e.shape:
             r, = on_compare_device(r)

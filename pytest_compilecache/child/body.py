@@ -78,8 +78,9 @@ class BodyHooks:
             with wl.force_eager() as why:
                 refs.eager_note = why
                 if why is None:
-                    reference = replay.Replay(self.trail, watch=self.inputs)
                     with amp.watch(o.device) as seen:  # autocast's dtype, GradScaler's skips
+                        reference = replay.Replay(self.trail, watch=self.inputs,
+                                                  on_enter=seen.sample)
                         refs.eager = self._rerun(pyfuncitem, reference)
                     refs.work_dtype = seen.dtype
                     if reference.parted:
@@ -93,7 +94,8 @@ class BodyHooks:
                         refs.ref_note = "the test body failed in float64: " + first_line(e)
                     if self.trail:
                         refs.amplify = functools.partial(self._amplified, pyfuncitem,
-                                                         {r["name"] for r in refs.random})
+                                                         {r["name"] for r in refs.random},
+                                                         refs.work_dtype)
         except Exception as e:
             refs.eager_note = eager_failed(e, pyfuncitem)
         finally:
@@ -108,12 +110,13 @@ class BodyHooks:
         """The reference's replay, or the probe's (its own draws inside each call)."""
         return replay.Replay(self.trail, None if seed == randomness.REFERENCE_SEED else seed)
 
-    def _amplified(self, pyfuncitem: pytest.Function, random: Set[str], compiled: wl.Outputs,
-                   eager: wl.Outputs, ref: Optional[wl.Outputs]) -> Dict[str, float]:
+    def _amplified(self, pyfuncitem: pytest.Function, random: Set[str], work_dtype: Any,
+                   compiled: wl.Outputs, eager: wl.Outputs, ref: Optional[wl.Outputs]
+                   ) -> Dict[str, float]:
         """The body once more under force_eager, each call's outputs perturbed by its
         own rounding's size (`amplify`): how far each later value moves."""
         o = self.owner
-        rel = amplify.sizes(compiled, eager, ref, random)
+        rel = amplify.sizes(compiled, eager, ref, random, work_dtype)
         o._eager_pass = True
         try:
             with wl.force_eager(), amplify.counting_steps(o.recorder):

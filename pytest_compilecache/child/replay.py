@@ -148,8 +148,10 @@ class Replay:
 
     def __init__(self, trail: List[List[Optional[State]]], inside_seed: Optional[int] = None,
                  perturb: Optional[Callable[[int, Any], Any]] = None,
-                 watch: Optional[List[str]] = None) -> None:
+                 watch: Optional[List[str]] = None,
+                 on_enter: Optional[Callable[[], None]] = None) -> None:
         self.trail = trail
+        self.on_enter = on_enter  # told at each call's entry (`amp.Seen.sample`)
         self.inside_seed = inside_seed
         self.perturb = perturb
         self.watch = watch
@@ -159,6 +161,8 @@ class Replay:
         self.parted: Optional[Dict[str, Any]] = None
 
     def enter(self, k: int, args: Any = ()) -> None:
+        if self.on_enter is not None:
+            self.on_enter()
         if k >= len(self.trail) or self.trail[k][0] is None:
             return  # a call the compiled run did not make: said by the comparison
         if self.watch is not None and self.parted is None:
