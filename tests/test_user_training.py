@@ -62,10 +62,15 @@ def train(compile_cache, off, amp, grad_off=1.0):
 
 
 @pytest.mark.compile_cache
-@pytest.mark.parametrize("off", [1.0, 1.05], ids=["healthy", "off5"])
 @pytest.mark.parametrize("amp", ["fp32", "fp16", "bf16"])
-def test_training(compile_cache, amp, off):
-    train(compile_cache, off, amp)
+def test_training(compile_cache, amp):
+    train(compile_cache, 1.0, amp)
+
+
+@pytest.mark.compile_cache
+@pytest.mark.parametrize("amp", ["fp32", "bf16"])
+def test_training_off(compile_cache, amp):
+    train(compile_cache, 1.05, amp)
 
 
 @pytest.mark.compile_cache
@@ -86,7 +91,7 @@ def _problems(c: dict) -> str:
 
 @pytest.mark.parametrize("amp", ["fp32", "fp16", "bf16"])
 def test_training_with_several_steps_passes(run: RepoRun, amp: str) -> None:
-    c = run.check(f"test_training[{amp}-healthy]")
+    c = run.check(f"test_training[{amp}]")
     assert c["verdict"] == "pass", _problems(c) + run.out[-3000:]
     cmp = c["outputs"]["warm_vs_eager"]
     assert cmp["ok"] and cmp["compared"] == cmp["total"] == 6, cmp  # calls and losses
@@ -97,9 +102,9 @@ def test_training_with_several_steps_passes(run: RepoRun, amp: str) -> None:
     assert c["outputs"]["warm_vs_cold"]["ok"]
 
 
-@pytest.mark.parametrize("amp", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("amp", ["fp32", "bf16"])  # fp16's: tests/test_amp.py, on its rule
 def test_training_computed_5_percent_off_fails(run: RepoRun, amp: str) -> None:
-    c = run.check(f"test_training[{amp}-off5]")
+    c = run.check(f"test_training_off[{amp}]")
     assert c["verdict"] == "fail", run.out[-3000:]
     assert "compiled differs from eager" in _problems(c), _problems(c)
     # the first step already: wrong math against the float64 run, nothing amplified
