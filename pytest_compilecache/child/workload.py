@@ -117,10 +117,11 @@ class Recorder:
         self.later = set()
 
     def _flatten(self, prefix: str, value: Any) -> None:
-        before = set(self.outputs)
-        flatten(prefix, value, self.outputs)
+        new: Outputs = {}
+        flatten(prefix, value, new)
+        self.outputs.update(new)
         if self._entered >= 2 or self.steps:
-            self.later |= set(self.outputs) - before
+            self.later.update(new)
 
     def enter(self, args: Any = ()) -> None:
         """A compiled call begins, with `args` (read for their shapes, never changed)."""
