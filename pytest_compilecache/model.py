@@ -50,6 +50,9 @@ class CheckResult:
     via: str = "local"  # the warm-start path checked (--compile-cache-via)
     dynamo: Dict[str, Any] = field(default_factory=dict)  # per phase: recompiles.summarize
     launch: Dict[str, str] = field(default_factory=dict)  # per phase: forked or fresh
+    # --compile-cache-share-variants: what this variant loaded of the entries other
+    # variants wrote into the cache they share, and how its outputs there compared
+    shared: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -393,6 +396,9 @@ class PhaseRecord(Wire):
     # where the eager re-run's random state parted from the compiled run's: {call, generators}
     eager_parted: Dict[str, Any] = field(default_factory=dict)
     artifact: ArtifactRecord = field(default_factory=ArtifactRecord)
+    # set by the controller, not the child, after a turn over the cache the variants
+    # share (controller/variants.seen_by): this variant, the entries others wrote
+    variants: Dict[str, Any] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
     marks: Dict[str, float] = field(default_factory=dict)
     reclaimed: List[str] = field(default_factory=list)

@@ -120,6 +120,22 @@ def _via_help() -> str:
 
 
 LAUNCHERS = ("preloaded", "fresh")
+# --compile-cache-warm-on-other-gpu's layouts: how the warm phase's GPU looks to it
+OTHER_GPU_LAYOUTS = ("index", "pinned")
+
+
+def parse_other_gpu(value: str) -> str:
+    """index (the option alone): both phases see both GPUs, warm uses the second
+    (cuda:1); pinned: each phase sees only its GPU, as cuda:0 (CUDA_VISIBLE_DEVICES set
+    per process, the fleet layout that lets GPUs share entries); off (the ini's false)."""
+    v = value.strip().lower()
+    v = {"true": "index", "1": "index", "yes": "index", "false": "", "0": "", "no": "",
+         "off": ""}.get(v, v)
+    if v and v not in OTHER_GPU_LAYOUTS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: the layouts are index (both GPUs visible, warm on cuda:1) and pinned "
+            f"(each phase sees only its GPU, as cuda:0)")
+    return v
 
 
 def parse_launcher(value: str) -> str:
@@ -189,6 +205,12 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "a private directory per session, shared by its xdist workers)"),
     ("lease-timeout", "string", "7200", parse_timeout,
      "seconds a phase may wait for a free device slot before it errors"),
+    ("warm-on-other-gpu", "string", None, parse_other_gpu,
+     "run the warm phase on another GPU than the cold one, as a restart that lands on any "
+     "device: index (the option alone: both phases see both GPUs, cold uses cuda:0, warm "
+     "cuda:1; torch's keys hold the index, so warm misses) or pinned (each phase sees only "
+     "its GPU as cuda:0, the fleet layout that shares entries). Where the warm run loads "
+     "entries built on the other GPU, a fresh compile on the warm GPU is its reference"),
     ("shard", "string", None, parse_shard,
      "run only slice I of N of the checks (I/N), for a CI matrix; merge the reports with "
      "`pytest-compilecache merge`"),
@@ -198,7 +220,8 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "(internal) JSON file listing the node ids a recording session runs"),
 )
 # what --help shows after "=" where the option's last word would not say it
-_METAVARS = {"jobs-per-gpu": "K", "launcher": "preloaded|fresh", "launcher-state": "DIR|none",
+_METAVARS = {"jobs-per-gpu": "K", "warm-on-other-gpu": "index|pinned",
+             "launcher": "preloaded|fresh", "launcher-state": "DIR|none",
              "via": "PATHS", "redis": "HOST:PORT",
              "job-id": "inherit|per-check|VALUE", "baseline": "REF",
              "allow-drift": "PATTERNS",
@@ -211,12 +234,15 @@ _FLAGS = (
     ("repeat", "run a second cold compile in a relocated cache root and working directory "
                "and fail on any cache-key difference (a nondeterministic key)"),
     ("manifest-only", "record the key manifests from cold runs only: no warm run, no verdict"),
-    ("warm-on-other-gpu", "run the warm phase on another GPU than the cold one (both see "
-                          "both GPUs; cold uses the first, warm the second), as a restart "
-                          "that lands on any device"),
+    ("share-variants", "also run the variants of each test function (its parametrized "
+                       "instances) over one cache they share, one after another, as a service "
+                       "serving them all from one cache dir; fail when a variant loads an "
+                       "entry another wrote and computes other numbers (a false hit)"),
 )
 
 
+# valued options that may be given bare, and what that means
+_BARE = {"warm-on-other-gpu": "index"}
 # Options with no ini twin: `select` is how a recording session is told its checks (no
 # user sets it), so it is also hidden from --help.
 NO_INI = ("select",)
@@ -238,9 +264,10 @@ def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., An
         shown = argparse.SUPPRESS if name in NO_INI else (
             text + (f" (default: {default})" if default not in (None, "")
                     and "default" not in text else ""))
+        bare = {"nargs": "?", "const": _BARE[name]} if name in _BARE else {}
         addoption(f"--{prefix}{name}", dest="compile_cache_" + name.replace("-", "_"),
                   default=None, type=parser,
-                  metavar=_METAVARS.get(name, name.split("-")[-1].upper()), help=shown)
+                  metavar=_METAVARS.get(name, name.split("-")[-1].upper()), help=shown, **bare)
     if addini is not None:
         for name, help_ in (("check", CHECK_HELP), *_FLAGS):
             addini("compile_cache_" + name.replace("-", "_"), help=help_, type="bool",
@@ -289,7 +316,8 @@ class Settings:
     lease_timeout: float = 7200.0
     shard: Optional[Tuple[int, int]] = None
     shard_times: Optional[str] = None
-    warm_on_other_gpu: bool = False
+    warm_on_other_gpu: str = ""  # "" (off), "index" or "pinned" (OTHER_GPU_LAYOUTS)
+    share_variants: bool = False
     via: Tuple[str, ...] = ("local",)
     redis: Optional[str] = None
     launcher: str = "preloaded"
@@ -324,6 +352,15 @@ class Settings:
         if values["baseline_warm"] and not values.get("baseline"):
             raise ValueError("--compile-cache-baseline-warm needs --compile-cache-baseline=REF "
                              "(the revision whose caches the warm run starts from)")
+        if values["share_variants"] and values.get("warm_on_other_gpu"):
+            raise ValueError("--compile-cache-share-variants and --compile-cache-warm-on-other-"
+                             "gpu each stand in for the local restart: run them in separate "
+                             "sessions")
+        if values["share_variants"] and (values["baseline_warm"] or values["manifest_only"]):
+            raise ValueError("--compile-cache-share-variants needs the warm-start check; drop "
+                             + ("--compile-cache-baseline-warm (the deploy scenario compares "
+                                "commits: run it in a session of its own)"
+                                if values["baseline_warm"] else "--compile-cache-manifest-only"))
         if values["baseline_warm"] and values["manifest_only"]:
             raise ValueError("--compile-cache-baseline-warm needs a warm run; drop "
                              "--compile-cache-manifest-only")

@@ -50,6 +50,8 @@ class Shared(Protocol):
     def child_argv(self, item: CheckItem, root: CacheRoot, phase: str,
                    tree: Optional[Path] = None) -> List[str]: ...
 
+    def shared_root(self, nodeid: str) -> Any: ...
+
 
 class CheckRun:
     """One check, one path. `run()` always returns a result: an exception on this side
@@ -69,6 +71,7 @@ class CheckRun:
         self.launches: Dict[str, str] = {}  # phase -> forked | fresh
         self.notes: List[str] = []  # what launching the phases said
         self.cold_device: Optional[str] = None
+        self.shared_root: Optional[Path] = None  # the variants' shared cache, if it took a turn
 
     def run(self) -> CheckResult:
         try:
@@ -113,8 +116,16 @@ class CheckRun:
             if plan.fresh_root:  # the artifact travels, the directories don't
                 where = CacheRoot.create(f"{nodeid}-{self.path.via}", self.settings.root)
                 self.roots.append(where)
-            rec, failure = self.run_phase(where, phase, tree=tree, extra=self._extra(plan, where),
-                                          env_extra=self.path.phase_env(plan))
+            if plan.shared_root:
+                shared = self.session.shared_root(nodeid)
+                if shared is None:  # no other variant of its function in the session
+                    break
+                rec, failure = self._shared_turn(shared, plan)
+                where = root  # its files were moved into the check's own root
+            else:
+                rec, failure = self.run_phase(where, phase, tree=tree,
+                                              extra=self._extra(plan, where),
+                                              env_extra=self.path.phase_env(plan))
             if failure is not None:
                 result = self.path.failed(phase, rec, failure)
                 if self.damage:  # the warm run's crash follows from the damaged cache
@@ -128,7 +139,8 @@ class CheckRun:
                     nodeid, phase, confinement.not_cold(hits), "", self.timings))
             self.recs[phase] = rec
             self.logs[phase] = where.phases / f"{phase}.log"
-            self.snaps[phase] = fs.snapshot(where.watched)
+            if not plan.shared_root:  # the shared root is other variants' too
+                self.snaps[phase] = fs.snapshot(where.watched)
             if not self.path.goes_on(rec):
                 break
             if i == 0:  # what the first phase built, before anything reads it
@@ -139,6 +151,31 @@ class CheckRun:
         blame_full_disk(result, self.recs, self.logs)
         self.session.timeline.mark("judged")
         return result
+
+    def _shared_turn(self, shared: Any, plan: PhasePlan
+                     ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
+        """This variant's turn over the cache its function's variants share (one at a
+        time): run the phase there, enter what it wrote in the root's ledger, and give
+        its record what the ledger said of the others' entries before it. Its files
+        (spec, record, log) go to the check's own root, kept with it."""
+        from pytest_compilecache.controller.variants import Variant, seen_by
+
+        me = Variant(self.item.nodeid, getattr(self.item, "params_id", ""),
+                     getattr(self.item, "params", {}))
+        with shared.turn():
+            before = shared.written()
+            rec, failure = self.run_phase(shared.root, plan.name,
+                                          extra=self._extra(plan, shared.root),
+                                          env_extra=self.path.phase_env(plan))
+            if rec:
+                rec["variants"] = seen_by(before, rec, me)
+                shared.record(me, rec)
+            for name in (f"{plan.name}-spec.json", f"{plan.name}.json", f"{plan.name}.log"):
+                with contextlib.suppress(OSError):
+                    shutil.move(str(shared.root.phases / name), str(self.roots[0].phases / name))
+            shutil.rmtree(shared.root.phases / f"basetemp-{plan.name}", ignore_errors=True)
+        self.shared_root = shared.root.path
+        return rec, failure
 
     def _extra(self, plan: PhasePlan, where: CacheRoot) -> PhaseSpec:
         """What a phase's spec carries for its path (its artifact, the outputs it keeps)."""
@@ -194,6 +231,9 @@ class CheckRun:
             if len(self.roots) > 1:
                 result.notes.append("warm cache root kept: "
                                     + ", ".join(str(r.path) for r in self.roots[1:]))
+            if self.shared_root is not None:
+                result.notes.append(f"the cache the variants share is kept at "
+                                    f"{self.shared_root} (its ledger: phases/written.json)")
         return result
 
     def _repeat(self, entry: Dict[str, Any], result: CheckResult) -> None:
@@ -306,26 +346,27 @@ class CheckRun:
     @contextlib.contextmanager
     def _lease(self, phase: str, env: Dict[str, str], spec: PhaseSpec,
                spec_path: Path) -> Iterator[Any]:
-        """Hold a slot for one phase and point the child at its GPU. With
-        --compile-cache-warm-on-other-gpu both phases see (cold GPU, next GPU), and warm
-        runs on the second."""
+        """Hold a slot for one phase and point the child at its GPU. A phase the path
+        plans on another GPU (--compile-cache-warm-on-other-gpu) leases the GPU after the
+        cold phase's: with the `index` layout every phase sees (cold GPU, next GPU) and
+        runs on its own of the two; with `pinned` each sees only its own, as cuda:0."""
         pool = self.session.slot_pool()
         devices = list(dict.fromkeys(sl.device for sl in pool.slots))
-        other_gpu = self.settings.warm_on_other_gpu and len(devices) > 1
+        layout = self.settings.warm_on_other_gpu if len(devices) > 1 else ""
+        plan = next((p for p in self.path.phases if p.name == phase), None)
 
-        def cold_and_next(cold: str) -> List[str]:
-            return [cold, devices[(devices.index(cold) + 1) % len(devices)]]
+        def after(dev: str) -> str:
+            return devices[(devices.index(dev) + 1) % len(devices)]
 
-        pair = cold_and_next(self.cold_device) if other_gpu and phase == "warm" \
-            and self.cold_device is not None and self.cold_device in devices else None
-        with pool.lease(f"{self.item.nodeid} [{phase}]",
-                        device=pair[1] if pair else None) as lease:
+        cold = self.cold_device if self.cold_device in devices else None
+        want = after(cold) if layout and cold and plan is not None and plan.other_gpu \
+            else None
+        with pool.lease(f"{self.item.nodeid} [{phase}]", device=want) as lease:
             dev = lease.slot.device
             if phase == "cold":
-                self.cold_device = dev
-                if other_gpu:
-                    pair = cold_and_next(dev)
-            if pair is not None:
+                self.cold_device = cold = dev
+            if layout == "index" and cold:
+                pair = [cold, after(cold)]
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(pair)
                 spec["cuda_index"] = pair.index(dev)
                 spec_path.write_text(json.dumps(spec))

@@ -3,7 +3,7 @@ its failure reads (the check's report, its first reason as pytest's crash messag
 JUnit properties). The check itself runs in `check.CheckRun`."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Protocol, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Tuple
 
 import pytest
 
@@ -61,6 +61,10 @@ class CheckItem(pytest.Item):
         self.check_session = check_session
         self.own_markers = list(original.own_markers)
         self.keywords.update(original.keywords)
+        spec = getattr(original, "callspec", None)  # a parametrized test's parameter set
+        self.params_id: str = getattr(spec, "id", "") if spec is not None else ""
+        self.params: Dict[str, str] = {
+            name: _shown(value) for name, value in (getattr(spec, "params", None) or {}).items()}
 
     def runtest(self) -> None:
         results = self.check_session.run_check(self)  # not kept: the session spools them
@@ -80,6 +84,15 @@ class CheckItem(pytest.Item):
 
     def reportinfo(self) -> Tuple[Any, Optional[int], str]:
         return self._location_info
+
+
+def _shown(value: Any) -> str:
+    """A parameter's value as the report names it (what tells two variants apart)."""
+    try:
+        text = repr(value)
+    except Exception as e:  # a parameter whose repr raises
+        text = f"<{type(value).__name__}: repr failed: {type(e).__name__}>"
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def junit_properties(r: CheckResult) -> List[Tuple[str, str]]:

@@ -27,6 +27,7 @@ from pytest_compilecache.controller.keyhistory import KeyHistory
 from pytest_compilecache.controller.ledger import Ledger
 from pytest_compilecache.controller.progress import Progress
 from pytest_compilecache.controller.spool import Spool
+from pytest_compilecache.controller.variants import SHARED_DIR_ENV
 from pytest_compilecache.controller.role import Role, role_of
 from pytest_compilecache.isolation import CacheRoot, phase_env
 from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher, pytest_child_flags
@@ -62,6 +63,9 @@ class CompileCacheSession:
         self._deselected: set = set()
         self._pool: Any = None  # gpus.SlotPool, built on first use
         self.owned_lock_dir: Optional[str] = None  # made by this controller; removed at the end
+        self.shared_path: Optional[str] = None  # the variants' shared caches (variants.py)
+        self.owned_shared_dir: Optional[Path] = None  # made by this controller
+        self._shared: Any = None  # variants.SharedCaches, built on first use
         self._collected_files: set = set()
         self._locations: Dict[str, Dict[str, Any]] = {}  # node id -> test file and def line
         self.gone: List[str] = []
@@ -214,11 +218,36 @@ class CompileCacheSession:
         os.environ[PCH_DIR_ENV] = self.pch_path
         return Path(self.pch_path)
 
+    def shared_root(self, nodeid: str) -> Any:
+        """The cache root this check's function's variants share (--compile-cache-share-
+        variants), or None when it has no other variant in the session."""
+        from pytest_compilecache.controller import variants
+
+        if self._shared is None:
+            if self.shared_path is None:  # a session run without xdist's controller
+                self.owned_shared_dir = variants.open_parent(self.settings.root)
+                self.shared_path = str(self.owned_shared_dir)
+            self._shared = variants.SharedCaches(Path(self.shared_path),
+                                                 variants.groups_of(self.history.check_ids))
+        return self._shared.root_for(nodeid)
+
+    def _close_shared(self) -> None:
+        """The shared caches go with the session, unless a check over them failed (its
+        result names them) or --compile-cache-keep."""
+        if self.owned_shared_dir is None:
+            return
+        failed = any(r.via == "shared" and r.verdict not in ("pass", "n/a", "recorded")
+                     for r in self.results)
+        if not (failed or self.settings.keep):
+            shutil.rmtree(self.owned_shared_dir, ignore_errors=True)
+        os.environ.pop(SHARED_DIR_ENV, None)
+
     # -- xdist: what a worker is handed, not read from its environment ---------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["compilecache_dirs"] = {
-            "results": self.ledger.results_dir, "locks": self.lock_path, "pch": self.pch_path}
+            "results": self.ledger.results_dir, "locks": self.lock_path, "pch": self.pch_path,
+            "shared": self.shared_path}
 
     def adopt_dirs(self, workerinput: Dict[str, Any]) -> None:
         """In an xdist worker: the controller's results, lock and header dirs."""
@@ -229,6 +258,7 @@ class CompileCacheSession:
         self.ledger = Ledger(dirs.get("results") or os.environ.get(RESULTS_DIR_ENV))
         self.lock_path = dirs.get("locks") or os.environ.get(LOCK_DIR_ENV)
         self.pch_path = dirs.get("pch") or os.environ.get(PCH_DIR_ENV)
+        self.shared_path = dirs.get("shared") or os.environ.get(SHARED_DIR_ENV)
 
     def child_argv(self, item: CheckItem, root: CacheRoot, phase: str,
                     tree: Optional[Path] = None) -> List[str]:
@@ -311,6 +341,7 @@ class CompileCacheSession:
             self._write_report(exitstatus)
         finally:
             self.ledger.close()
+            self._close_shared()
 
     def _write_report(self, exitstatus: int) -> None:
         if not self.settings.report:
@@ -365,6 +396,11 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
     session.owned_lock_dir = path if fresh else None
     session.lock_path = path
     session.open_pch_dir()
+    if settings.share_variants and not os.environ.get(SHARED_DIR_ENV):
+        from pytest_compilecache.controller import variants
+
+        session.owned_shared_dir = variants.open_parent(settings.root)
+        session.shared_path = str(session.owned_shared_dir)
     session.ledger = Ledger(open_results_dir())
     session.spool = Spool(session.ledger.results_dir)
     return session

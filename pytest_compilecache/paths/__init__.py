@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from pytest_compilecache.paths.base import WarmStartPath
 
 # the modules of the paths this package brings, in --help's order
-BUILTIN = ("local", "mega", "precompile", "aot", "aoti", "remote", "deploy", "record")
+BUILTIN = ("local", "mega", "precompile", "aot", "aoti", "remote", "deploy", "record", "shared",
+           "other_gpu")
 
 # --compile-cache-via's help, written out: the path modules import the judges, which
 # pytest's start-up would pay for in every session (test_plugin holds these to the
@@ -93,12 +94,21 @@ def unknown_via(vias: Any, reg: Registry) -> Optional[str]:
 
 def for_settings(settings: Any, reg: Registry) -> List["WarmStartPath"]:
     """The paths the options ask for: recording, the deploy scenario, or each
-    warm-start path of --compile-cache-via (default: the local restart alone)."""
+    warm-start path of --compile-cache-via (default: the local restart alone); with
+    --compile-cache-share-variants the local restart takes its turn over the cache the
+    variants share too (the `shared` path stands in for it), with
+    --compile-cache-warm-on-other-gpu its warm run lands on another GPU (`other_gpu`)."""
     if settings.manifest_only:
         return [reg["record"].from_settings(settings)]
     if settings.baseline_warm:
         return [reg["deploy"].from_settings(settings)]
-    return [reg[v].from_settings(settings) for v in settings.via]
+    vias = list(settings.via)
+    # a scenario that stands in for the local restart (its phases, and more)
+    instead = "shared" if getattr(settings, "share_variants", False) else \
+        "other_gpu" if getattr(settings, "warm_on_other_gpu", "") else None
+    if instead:
+        vias = [instead] + [v for v in vias if v != "local"]
+    return [reg[v].from_settings(settings) for v in vias]
 
 
 def via_help() -> str:

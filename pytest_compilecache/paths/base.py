@@ -37,6 +37,11 @@ class PhasePlan:
     env: Tuple[Tuple[str, str], ...] = ()  # set in the phase's environment
     keeps_outputs: bool = False  # saves its compiled outputs for a later phase
     compare_with: Optional[str] = None  # compares its outputs with this phase's, not cold's
+    other_gpu: bool = False  # runs on the GPU after the cold phase's
+    #                          (--compile-cache-warm-on-other-gpu; one GPU: the same)
+    shared_root: bool = False  # the cache root the variants of the test function share
+    #                            (controller/variants.py), taken in turns; skipped for a
+    #                            test with no other variant in the session
 
 
 class WarmStartPath:

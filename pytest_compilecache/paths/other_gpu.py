@@ -1,0 +1,82 @@
+"""A restart on another GPU (--compile-cache-warm-on-other-gpu[=index|pinned]): the cold
+phase on one GPU, the warm phase on the next over the same cache directories, as a
+service whose processes land on any device of the machine.
+
+With both GPUs visible (`index`), torch's keys hold the device index of every input, so
+the warm run misses (named by the key components). Where entries are shared across GPUs
+(`pinned`: each process sees its GPU as cuda:0, the layout the docs recommend; or a
+torch that keys no device), an entry built on GPU i answers on GPU j: exactly where a
+false hit would hide (pytorch#188390, a key blind to the device). There the warm run is
+compared with a fresh compile on GPU j, not with GPU i's cold run."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from pytest_compilecache.judge.outputs import as_written, failed_names
+from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike, phase_records
+from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots
+from pytest_compilecache.paths.local import LocalRestart
+
+_WARM_VS_COLD = "outputs: warm differs from cold ("
+
+
+class OtherGpu(LocalRestart):
+    """Cold on GPU i, warm on GPU j; where the warm run loaded entries, a fresh compile
+    on GPU j (an empty root) is the warm run's reference."""
+    name = "other_gpu"
+    summary = ""  # not a --compile-cache-via value: --compile-cache-warm-on-other-gpu
+    selectable = False
+    phases: Tuple[PhasePlan, ...] = (
+        PhasePlan("cold"), PhasePlan("warm", keeps_outputs=True, other_gpu=True),
+        PhasePlan("fresh", fresh_root=True, compare_with="warm", other_gpu=True))
+
+    def goes_on(self, rec: RecordLike) -> bool:
+        """The fresh compile runs only where the warm run loaded graph entries."""
+        r = PhaseRecord.from_json(rec)
+        return r.phase != "warm" or loaded_entries(r) > 0
+
+    def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
+              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
+        phases = phase_records(recs)
+        res = super().judge(nodeid, phases, snaps, timings, triton_dir)
+        if "fresh" not in phases:
+            return res
+        cold, warm, fresh = phases["cold"], phases["warm"], phases["fresh"]
+        where = _gpu(warm)
+        cmp = fresh.compare_cold
+        res.outputs["fresh_vs_warm"] = as_written(cmp, failed_names(cmp)) or {}
+        if cmp is None:
+            res.problems.append(f"outputs: the fresh compile on {where} made no comparison "
+                                f"with the warm run")
+        elif not cmp.ok:
+            first = cmp.mismatches[0]
+            res.problems.append(
+                f"outputs: the warm run on {where}, which loaded {loaded_entries(warm)} "
+                f"entr(ies) built on {_gpu(cold)}, differs from a fresh compile on {where} in "
+                f"{len(cmp.mismatches)} tensor(s); first {first.name}: {first.message} - an "
+                f"entry built on another GPU returns other numbers there: a key blind to the "
+                f"device (pytorch#188390); give each GPU its own cache dir, or keep the "
+                f"device index in the key (both GPUs visible)")
+        else:
+            demoted = [p for p in res.problems if p.startswith(_WARM_VS_COLD)]
+            res.problems = [p for p in res.problems if p not in demoted]
+            res.notes += [f"{p[len('outputs: '):]} (information: the warm run ran on another "
+                          f"GPU; a fresh compile there agrees with it)" for p in demoted]
+            res.notes.append(f"the warm run on {where} loaded {loaded_entries(warm)} entr(ies) "
+                             f"built on {_gpu(cold)} and computed what a fresh compile on "
+                             f"{where} does ({cmp.mode})")
+        return res.finalize()
+
+
+def loaded_entries(rec: PhaseRecord) -> int:
+    """The FX-graph and AOTAutograd entries a phase loaded (hits)."""
+    return sum(1 for events in rec.cache.graphs.values()
+               for layer in ("fx_graph", "aot_autograd") for e in events.entries(layer)
+               if e.state == "hit")
+
+
+def _gpu(rec: PhaseRecord) -> str:
+    """A phase's GPU as the report names it."""
+    index = f"cuda:{rec.cuda_index}" if rec.cuda_index is not None else (rec.device or "?")
+    return f"{index} ({rec.device_name})" if rec.device_name else index

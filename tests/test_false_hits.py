@@ -1,0 +1,144 @@
+"""Variants over one cache (--compile-cache-share-variants, issue 37), with real CPU
+compiles in a pytester session run as a user runs it.
+
+A post-grad custom pass (`torch._inductor.config.post_grad_custom_post_pass`, the
+documented way to add a fusion) folds the deployment's scale buffer into the kernel.
+Its `uuid()` leaves the scale out in `test_blind`: the variant with scale 3 loads the
+entry the variant with scale 2 wrote, and computes 2's numbers; each variant alone
+passes (its check's only problem is the false hit). `test_blind[two-again]` loads the
+same entry and computes what its own cold run did: a cache doing its job. In
+`test_keyed` the uuid carries the scale: the variants miss each other's entries.
+"""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Any, Dict
+
+import pytest
+
+from conftest import run_repo
+
+pytestmark = pytest.mark.slow
+
+TESTS = '''
+import pytest
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+
+class FoldScale(CustomGraphPass):
+    """relu(x) * scale_buffer -> relu(x) * <the deployment's scale, a constant>."""
+
+    def __init__(self, scale, keyed):
+        self.scale, self.keyed = scale, keyed
+
+    def __call__(self, graph):
+        for node in list(graph.nodes):
+            if node.op == "call_function" and node.target is torch.ops.aten.mul.Tensor \\
+                    and isinstance(node.args[0], torch.fx.Node) \\
+                    and node.args[0].target is torch.ops.aten.relu.default:
+                node.args = (node.args[0], self.scale)
+
+    def uuid(self):
+        return f"fold-scale-{self.scale}" if self.keyed else "fold-scale-v1"
+
+
+class Net(torch.nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.register_buffer("scale", torch.tensor(scale))
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * self.scale
+
+
+def serve(scale, keyed):
+    torch._inductor.config.post_grad_custom_post_pass = FoldScale(scale, keyed)
+    with torch.no_grad():
+        return torch.compile(Net(scale))(torch.randn(4, 8))
+
+
+@pytest.mark.compile_cache
+@pytest.mark.parametrize("scale", [2.0, 3.0, 2.0], ids=["two", "three", "two-again"])
+def test_blind(scale):
+    assert serve(scale, keyed=False).shape == (4, 8)
+
+
+@pytest.mark.compile_cache
+@pytest.mark.parametrize("scale", [2.0, 3.0], ids=["two", "three"])
+def test_keyed(scale):
+    assert serve(scale, keyed=True).shape == (4, 8)
+'''
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    path = tmp_path_factory.mktemp("repo_variants")
+    run = run_repo(path, {"test_variants.py": TESTS}, "-p", "no:randomly",
+                   "--compile-cache-share-variants", "--junitxml=junit.xml", timeout=1500)
+    assert run.report is not None, run.out[-3000:]
+    checks = {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
+    return {"run": run, "checks": checks, "path": path, "out": run.out}
+
+
+def test_a_variant_that_loads_another_variants_entry_and_computes_its_numbers_fails(
+        session: Dict[str, Any]) -> None:
+    c = session["checks"]["test_blind[three]"]
+    assert c["via"] == "shared" and c["verdict"] == "fail", c["problems"]
+    # alone, the variant passes: the false hit is its only problem
+    [problem] = c["problems"]
+    assert problem.startswith("false hit: this variant (variant [three]) loaded the "
+                              "aot_autograd entry "), problem
+    loaded = c["shared"]["loaded"]
+    assert {e["layer"] for e in loaded} == {"aot_autograd", "fx_graph"}, loaded
+    assert all(e["writer"].endswith("test_blind[two]") for e in loaded), loaded
+    assert loaded[0]["key"][:16] in problem
+    assert "that variant [two] wrote (same key)" in problem
+    assert "The variants differ in scale (2.0 -> 3.0)" in problem
+    assert "post_grad_custom_post_pass='fold-scale-v1'" in problem
+    assert "a custom graph pass's uuid()" in problem
+    assert c["shared"]["outputs_equal"] is False
+    assert c["outputs"]["shared_vs_cold"]["ok"] is False
+    # what else the check found is what a lone check finds: every layer hit
+    assert {n: lv["state"] for n, lv in c["layers"].items()
+            if n in ("aot_autograd", "fx_graph")} == {"aot_autograd": "hit", "fx_graph": "hit"}
+    out = session["out"]
+    assert re.search(r"test_variants.py::test_blind\[three\] \[via shared\] +fail", out), \
+        out[-3000:]
+    assert "FAILED test_variants.py::test_blind[three] - false hit: this variant" in out
+
+
+def test_an_entry_shared_with_equal_outputs_passes_and_is_reported(
+        session: Dict[str, Any]) -> None:
+    first, again = session["checks"]["test_blind[two]"], session["checks"]["test_blind[two-again]"]
+    assert first["verdict"] == "pass", first["problems"]
+    assert any(n.startswith("shared cache: the first variant") for n in first["notes"])
+    assert again["verdict"] == "pass", again["problems"]
+    [note] = [n for n in again["notes"] if n.startswith("shared cache:")]
+    assert "shared by 2 variants: loaded 2 entr(ies) that variant [two] wrote" in note, note
+    assert again["shared"]["shared_by"] == 2
+    assert again["shared"]["outputs_equal"] is True
+
+
+def test_variants_whose_key_carries_the_setting_miss_each_other(
+        session: Dict[str, Any]) -> None:
+    c = session["checks"]["test_keyed[three]"]
+    assert c["verdict"] == "pass", c["problems"]
+    [note] = [n for n in c["notes"] if n.startswith("shared cache:")]
+    assert "loaded none of the entries the other variants wrote" in note, note
+    assert "differ in post_grad_custom_post_pass" in note, note
+    assert c["shared"]["loaded"] == []
+
+
+def test_the_shared_run_reaches_junit_and_the_exit_status(session: Dict[str, Any]) -> None:
+    assert session["run"].ret == pytest.ExitCode.TESTS_FAILED
+    tree = ET.parse(session["path"] / "junit.xml")
+    props = {(tc.get("name"), p.get("name")): p.get("value")
+             for tc in tree.iter("testcase") for p in tc.iter("property")}
+    assert props[("test_blind[three]", "compile_cache.shared.verdict")] == "fail"
+    assert props[("test_blind[two-again]", "compile_cache.shared.verdict")] == "pass"
+    # the failing check keeps the shared cache, and says where
+    c = session["checks"]["test_blind[three]"]
+    assert any("the cache the variants share is kept at" in n for n in c["notes"])
