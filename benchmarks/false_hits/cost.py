@@ -18,8 +18,20 @@ import time
 HERE = pathlib.Path(__file__).parent
 
 
+def _plugin():
+    """`-p` for the plugin where its entry point is not installed (a source checkout on
+    PYTHONPATH, as benchmarks/gpu_acceptance/run.sh falls back to)."""
+    from importlib import metadata
+
+    if any(e.name == "compilecache" for e in metadata.entry_points(group="pytest11")):
+        return []
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(HERE.parents[1])] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    return ["-p", "pytest_compilecache.plugin"]
+
+
 def session(args, extra, report):
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args,
+    argv = [sys.executable, "-m", "pytest", *_plugin(), "-p", "no:cacheprovider", "-q", *args,
             "--compile-cache-check", f"--compile-cache-report={report}", *extra]
     start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True)

@@ -187,6 +187,8 @@ def sessions() -> Dict[str, Dict[str, Any]]:
         "pgo_job_id": {"files": {"pgo/test_serve.py": _slow("test_pgo", "TESTS")},
                        "args": ["-k", "test_varying_batch and not closure"],
                        "env": {"TORCH_COMPILE_JOB_ID": "scorer-v1"}},
+        "variants": {"files": {"variants/test_variants.py": _slow("test_false_hits", "TESTS")},
+                     "args": ["--compile-cache-share-variants", "-p", "no:randomly"], "env": {}},
         "paths": {"files": {"test_paths.py": paths_tests},
                   "args": ["--compile-cache-via=mega,aot", "-k",
                            "test_fused or test_linear and not damaged"],
@@ -221,6 +223,12 @@ CASES = {
     "mega_fused": ("paths", "test_paths.py::test_fused", "mega"),
     "aot_linear": ("paths", "test_paths.py::test_linear", "aot"),
     "aot_fused": ("paths", "test_paths.py::test_fused", "aot"),
+    "false_hit_custom_pass": ("variants", "variants/test_variants.py::test_blind[three]",
+                              "shared"),
+    "shared_entry_equal": ("variants", "variants/test_variants.py::test_blind[two-again]",
+                           "shared"),
+    "variants_keyed_miss": ("variants", "variants/test_variants.py::test_keyed[three]",
+                            "shared"),
 }
 
 
@@ -315,7 +323,28 @@ def cut_record(rec: Dict[str, Any], needed: set, first_lines: bool = True) -> Di
                     c[2] = c[2][:VALUE_CUT] + "…"
                 comps.append(c)
         e["components"] = comps
+    _cut_ledger(rec, needed)
     return rec
+
+
+def _cut_ledger(rec: Dict[str, Any], needed: set) -> None:
+    """A shared turn's view of the variants' ledger (`variants`, controller/variants.py):
+    of each entry's components, those a rule reads (the user's extension points, those
+    that differ from the turn's own entry of the same graph, and `needed`)."""
+    from pytest_compilecache.judge import false_hits, keys
+
+    seen = rec.get("variants") or {}
+    mine = list(_entries(rec.get("cache") or {}))
+    for section in ("loaded", "not_loaded"):
+        for e in (seen.get(section) or {}).values():
+            twin = keys.best_match(e, [m for lay, _, m in mine if lay == e.get("layer")])
+            differ = {d["component"] for d in keys.differing_components(twin, e)} \
+                if twin is not None else set()
+            e["components"] = [
+                list(c[:2]) + [c[2] if len(str(c[2])) <= VALUE_CUT else str(c[2])[:VALUE_CUT] + "…"]
+                for c in e.get("components") or []
+                if c[0] in needed or c[0] in differ or c[0] in KEEP_COMPONENTS
+                or false_hits._EXTENSION.search(str(c[0]))]
 
 
 def differing(recs: Dict[str, Any]) -> set:
