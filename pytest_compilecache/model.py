@@ -383,6 +383,7 @@ class PhaseRecord(Wire):
     device: Optional[str] = None
     device_name: Optional[str] = None
     cuda_index: Optional[int] = None
+    cuda_visible: Optional[str] = None   # CUDA_VISIBLE_DEVICES of the phase (its GPUs)
     form: Optional[str] = None           # model_case | test_body
     versions: Dict[str, Any] = field(default_factory=dict)
     job_id: Dict[str, Any] = field(default_factory=dict)  # {value, source}, passed on

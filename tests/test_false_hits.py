@@ -8,6 +8,9 @@ entry the variant with scale 2 wrote, and computes 2's numbers; each variant alo
 passes (its check's only problem is the false hit). `test_blind[two-again]` loads the
 same entry and computes what its own cold run did: a cache doing its job. In
 `test_keyed` the uuid carries the scale: the variants miss each other's entries.
+`test_checkpointed` is a false hit from PyTorch's tracker that torch 2.13 still has
+(PR #194658, open): an `allow_in_graph` callable under `checkpoint`, its behaviour set
+per variant, keyed by its import path only.
 """
 from __future__ import annotations
 
@@ -70,6 +73,38 @@ def test_blind(scale):
 @pytest.mark.parametrize("scale", [2.0, 3.0], ids=["two", "three"])
 def test_keyed(scale):
     assert serve(scale, keyed=True).shape == (4, 8)
+
+
+# pytorch PR #194658 (open): an allow_in_graph callable inside a checkpoint is keyed by
+# its import path; AOTAutograd's safety check looks at the root graph only
+SETTING = [1.0]
+
+
+@torch._dynamo.allow_in_graph
+def opaque(x):
+    return x * SETTING[0]
+
+
+class Checkpointed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin1, self.lin2 = torch.nn.Linear(8, 8), torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = torch.utils.checkpoint.checkpoint(lambda y: opaque(self.lin1(y)).relu(), x,
+                                              use_reentrant=False)
+        return self.lin2(h)
+
+
+@pytest.mark.compile_cache
+@pytest.mark.parametrize("setting", [2.0, 3.0], ids=["two", "three"])
+def test_checkpointed(compile_cache, setting):
+    SETTING[0] = setting
+    torch.manual_seed(0)
+    model = Checkpointed()
+    out = torch.compile(model)(torch.randn(4, 8))
+    out.sum().backward()
+    compile_cache.record("out", out)
 '''
 
 
@@ -142,3 +177,17 @@ def test_the_shared_run_reaches_junit_and_the_exit_status(session: Dict[str, Any
     # the failing check keeps the shared cache, and says where
     c = session["checks"]["test_blind[three]"]
     assert any("the cache the variants share is kept at" in n for n in c["notes"])
+
+
+def test_a_trackers_false_hit_an_allow_in_graph_callable_under_checkpoint_is_caught(
+        session: Dict[str, Any]) -> None:
+    c = session["checks"]["test_checkpointed[three]"]
+    assert c["verdict"] == "fail", c["problems"]
+    [problem] = c["problems"]
+    assert problem.startswith("false hit: this variant (variant [three]) loaded the "
+                              "aot_autograd entry "), problem
+    assert "that variant [two] wrote (same key)" in problem
+    assert "The variants differ in setting (2.0 -> 3.0)" in problem
+    # the forward's output and the gradients both carry the writer's setting
+    assert {m["name"] for m in c["outputs"]["shared_vs_cold"]["mismatches"]} >= {"out"}
+    assert session["checks"]["test_checkpointed[two]"]["verdict"] == "pass"

@@ -115,6 +115,9 @@ class ChildPlugin:
                 torch.cuda.set_device(int(self.spec["cuda_index"]))
             self.result["device_name"] = torch.cuda.get_device_name()
             self.result["cuda_index"] = torch.cuda.current_device()
+            # which physical GPU that is (--compile-cache-warm-on-other-gpu=pinned: each
+            # phase's cuda:0 is another one)
+            self.result["cuda_visible"] = os.environ.get("CUDA_VISIBLE_DEVICES")
         self._unpatch = wl.patch_torch_compile(self.recorder)
         self.mark("configured")
 

@@ -25,6 +25,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.isolation import ROOT_PARTS, CacheRoot
+from pytest_compilecache.judge.keys import EXTENSION
 
 SHARED_DIR_ENV = "PYTEST_COMPILECACHE_SHARED_DIR"
 LEDGER = "written.json"
@@ -106,10 +107,19 @@ def seen_by(ledger: Mapping[str, Dict[str, Any]], rec: Mapping[str, Any], me: Va
     others = {k: v for k, v in ledger.items()
               if (v.get("writer") or {}).get("nodeid") != me.nodeid}
     return {"variant": me.to_json(),
-            "loaded": {k: v for k, v in others.items() if k in hit},
+            "loaded": {k: _named(v) for k, v in others.items() if k in hit},
             "not_loaded": dict(list((k, v) for k, v in others.items() if k not in hit)[:16]),
             "writers": sorted({(v.get("writer") or {}).get("nodeid", "?")
                                for v in others.values()})}
+
+
+def _named(entry: Mapping[str, Any]) -> Dict[str, Any]:
+    """A loaded entry as a failure names it: of its ~640 key components, how many, and
+    those from the user's extension points (the judge shows the set ones)."""
+    comps = entry.get("components") or []
+    return {**entry, "component_count": len(comps),
+            "components": [c for c in comps if isinstance(c, (list, tuple)) and c
+                           and EXTENSION.search(str(c[0]))]}
 
 
 class SharedCaches:

@@ -16,6 +16,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional
 
 from pytest_compilecache.judge import keys
+from pytest_compilecache.judge.keys import EXTENSION
 from pytest_compilecache.judge.outputs import as_written, failed_names
 from pytest_compilecache.model import CheckResult, PhaseRecord
 
@@ -25,9 +26,6 @@ _ORDER = ("aot_autograd", "fx_graph")
 FIX = ("put what differs into the key (a custom graph pass's uuid(), a custom op's fake "
        "implementation, a config field the key hashes) or give the variants separate cache "
        "dirs")
-# key components that come from the user's extension points (a custom graph pass's
-# uuid(), a custom partitioner): what a key that is blind to a variant's setting carries
-_EXTENSION = re.compile(r"custom|partitioner", re.I)
 _UNSET = re.compile(r"None|False|\b0\b|[\s()\[\]{},'\"]")
 
 
@@ -86,7 +84,7 @@ def false_hit(me: Mapping[str, Any], loaded: Mapping[str, Dict[str, Any]], diffe
     writer = entry.get("writer") or {}
     more = len(loaded) - 1
     diff = _param_diff(writer.get("params") or {}, me.get("params") or {})
-    comps = _components(entry.get("components") or [])
+    comps = _components(entry.get("components") or [], entry.get("component_count"))
     return (f"false hit: this variant ({_variant_name(me)}) loaded the {entry.get('layer')} "
             f"entry {key[:16]}… of graph {entry.get('graph')}"
             f"{' (backward)' if entry.get('backward') else ''} that {_variant_name(writer)} "
@@ -144,20 +142,21 @@ def _param_diff(a: Mapping[str, str], b: Mapping[str, str]) -> str:
     return ", ".join(f"{n} ({a.get(n, '-')} -> {b.get(n, '-')})" for n in names[:6])
 
 
-def _components(components: List[Any]) -> str:
+def _components(components: List[Any], count: Optional[int] = None) -> str:
     """The key's components as the fix needs them: the user's extension points that are
     set (custom passes by their uuid(), custom partitioners...), with their values, and
-    how many others there are."""
+    how many others there are (`count`: all of them, where the ledger kept only those)."""
     named = [c for c in components if isinstance(c, (list, tuple)) and len(c) >= 3]
-    if not named:
+    total = count if count is not None else len(named)
+    if not total:
         return "not recorded (torch did not log them)"
-    ext = [c for c in named if _EXTENSION.search(str(c[0])) and _is_set(str(c[2]))]
+    ext = [c for c in named if EXTENSION.search(str(c[0])) and _is_set(str(c[2]))]
     if not ext:
-        return (f"{len(named)} component(s) (graph code, input metadata, Inductor's config, "
-                f"torch's version...), none from a custom pass or partitioner")
+        return (f"{total} component(s) (graph code, input metadata, Inductor's config, "
+                f"torch's version...), none from a custom pass or partitioner that is set")
     shown = ", ".join(f"{c[0]}={_cut(str(c[2]))!r}" for c in ext[:4])
     return (f"{shown} (the extension points that are set; equal for both variants, as the "
-            f"key is) and {len(named) - len(ext)} more (graph code, input metadata, Inductor's "
+            f"key is) and {total - len(ext)} more (graph code, input metadata, Inductor's "
             f"config, torch's version...)")
 
 

@@ -13,6 +13,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar,
 from pytest_compilecache.model import CacheEntry
 
 _ADDR = re.compile(r"0x[0-9a-fA-F]{6,}")
+# key components that come from the user's extension points (a custom graph pass's
+# uuid(), a custom partitioner): what a key that is blind to a variant's setting carries
+EXTENSION = re.compile(r"custom|partitioner", re.I)
 
 Entry = Union[CacheEntry, Mapping[str, Any]]
 E = TypeVar("E", bound=Entry)

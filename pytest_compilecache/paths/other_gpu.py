@@ -77,6 +77,9 @@ def loaded_entries(rec: PhaseRecord) -> int:
 
 
 def _gpu(rec: PhaseRecord) -> str:
-    """A phase's GPU as the report names it."""
+    """A phase's GPU as the report names it: the machine's GPU, and how the phase saw it."""
     index = f"cuda:{rec.cuda_index}" if rec.cuda_index is not None else (rec.device or "?")
-    return f"{index} ({rec.device_name})" if rec.device_name else index
+    visible = [v.strip() for v in (rec.cuda_visible or "").split(",") if v.strip()]
+    if rec.cuda_index is not None and rec.cuda_index < len(visible):
+        index = f"GPU {visible[rec.cuda_index]} (as {index})"
+    return f"{index}, {rec.device_name}" if rec.device_name else index

@@ -85,8 +85,13 @@ def path_registry() -> Dict[str, Any]:
     return dict(scenarios.REGISTRY)
 
 
+_INSIDE: List[bool] = []  # a path's judge that calls its base's is recorded once, outermost
+
+
 def _wrapped(judge: Any, out: Path) -> Any:
     def recording_judge(self, nodeid, recs, snaps, timings, triton_dir):
+        if _INSIDE:
+            return judge(self, nodeid, recs, snaps, timings, triton_dir)
         dump = {"via": self.via, "nodeid": nodeid, "recs": json.loads(json.dumps(recs, default=str)),
                 "snaps": snaps, "timings": dict(timings),
                 "triton_dir": str(triton_dir) if triton_dir else None,
@@ -95,7 +100,11 @@ def _wrapped(judge: Any, out: Path) -> Any:
             dump["triton_listing"] = sorted(str(p.relative_to(triton_dir))
                                             for p in Path(triton_dir).rglob("*"))
         dump["sources"] = warm_sources(recs, snaps)
-        res = judge(self, nodeid, recs, snaps, timings, triton_dir)
+        _INSIDE.append(True)
+        try:
+            res = judge(self, nodeid, recs, snaps, timings, triton_dir)
+        finally:
+            _INSIDE.pop()
         dump["judged"] = res.to_json()
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{nodeid}__{self.via}")
         out.mkdir(parents=True, exist_ok=True)
@@ -329,28 +338,26 @@ def cut_record(rec: Dict[str, Any], needed: set, first_lines: bool = True) -> Di
 
 def _cut_ledger(rec: Dict[str, Any], needed: set) -> None:
     """A shared turn's view of the variants' ledger (`variants`, controller/variants.py):
-    of each entry's components, those a rule reads (the user's extension points, those
-    that differ from the turn's own entry of the same graph, and `needed`)."""
-    from pytest_compilecache.judge import false_hits, keys
-
-    seen = rec.get("variants") or {}
-    mine = list(_entries(rec.get("cache") or {}))
-    for section in ("loaded", "not_loaded"):
-        for e in (seen.get(section) or {}).values():
-            twin = keys.best_match(e, [m for lay, _, m in mine if lay == e.get("layer")])
-            differ = {d["component"] for d in keys.differing_components(twin, e)} \
-                if twin is not None else set()
-            e["components"] = [
-                list(c[:2]) + [c[2] if len(str(c[2])) <= VALUE_CUT else str(c[2])[:VALUE_CUT] + "…"]
-                for c in e.get("components") or []
-                if c[0] in needed or c[0] in differ or c[0] in KEEP_COMPONENTS
-                or false_hits._EXTENSION.search(str(c[0]))]
+    the entries it did not load keep the components `differing` found them to differ in
+    from the turn's own (the note names them) and those every entry keeps; a loaded entry
+    is already small (its extension-point components and a count)."""
+    for e in ((rec.get("variants") or {}).get("not_loaded") or {}).values():
+        e["components"] = [
+            list(c[:2]) + [c[2] if c[0] in needed or len(str(c[2])) <= VALUE_CUT
+                           else str(c[2])[:VALUE_CUT] + "…"]
+            for c in e.get("components") or [] if c[0] in needed or c[0] in KEEP_COMPONENTS]
 
 
 def differing(recs: Dict[str, Any]) -> set:
     from pytest_compilecache.judge import keys
 
     names = set()
+    for rec in recs.values():  # a shared turn beside the entries other variants wrote
+        others = list(((rec or {}).get("variants") or {}).get("not_loaded", {}).values())
+        for layer, _, e in _entries((rec or {}).get("cache") or {}):
+            twin = keys.best_match(e, [o for o in others if o.get("layer") == layer])
+            if twin is not None:
+                names |= {d["component"] for d in keys.differing_components(twin, e)}
     cold = list(_entries((recs.get("cold") or {}).get("cache") or {}))
     for phase, rec in recs.items():
         if phase == "cold":
