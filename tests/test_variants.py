@@ -248,8 +248,9 @@ def test_the_fresh_compile_runs_only_where_the_warm_run_loaded_entries() -> None
 def test_a_warm_run_that_agrees_with_a_fresh_compile_on_its_gpu_passes_naming_both() -> None:
     res = rejudge(_on_two_gpus(), via="other_gpu")
     assert res.verdict == "pass", res.problems
-    assert any(n.startswith("the warm run on GPU 1 (as cuda:0), NVIDIA H100 80GB HBM3, loaded "
-                            "2 entr(ies) built on GPU 0 (as cuda:0)") for n in res.notes), res.notes
+    assert any(n.startswith("the warm run on GPU 1 (cuda:0, NVIDIA H100 80GB HBM3) loaded "
+                            "2 entr(ies) built on GPU 0 (cuda:0, NVIDIA H100 80GB HBM3)")
+               for n in res.notes), res.notes
     assert res.outputs["fresh_vs_warm"]["ok"] is True
 
 
@@ -261,8 +262,8 @@ def test_a_warm_run_that_differs_from_a_fresh_compile_on_its_gpu_is_a_false_hit(
     res = rejudge(rec, via="other_gpu")
     assert res.verdict == "fail"
     [problem] = res.problems
-    assert "the warm run on GPU 1 (as cuda:0)" in problem
-    assert "differs from a fresh compile on GPU 1 (as cuda:0)" in problem
+    assert "the warm run on GPU 1 (cuda:0, NVIDIA H100 80GB HBM3)" in problem
+    assert "differs from a fresh compile on GPU 1 (cuda:0, NVIDIA H100 80GB HBM3)" in problem
     assert "a key blind to the device (pytorch#188390)" in problem
 
 

@@ -61,6 +61,8 @@ class OtherGpu(LocalRestart):
         else:
             demoted = [p for p in res.problems if p.startswith(_WARM_VS_COLD)]
             res.problems = [p for p in res.problems if p not in demoted]
+            if demoted and not res.problems:  # those were its only problems
+                res.verdict = "pass"
             res.notes += [f"{p[len('outputs: '):]} (information: the warm run ran on another "
                           f"GPU; a fresh compile there agrees with it)" for p in demoted]
             res.notes.append(f"the warm run on {where} loaded {loaded_entries(warm)} entr(ies) "
@@ -78,8 +80,10 @@ def loaded_entries(rec: PhaseRecord) -> int:
 
 def _gpu(rec: PhaseRecord) -> str:
     """A phase's GPU as the report names it: the machine's GPU, and how the phase saw it."""
-    index = f"cuda:{rec.cuda_index}" if rec.cuda_index is not None else (rec.device or "?")
+    seen = f"cuda:{rec.cuda_index}" if rec.cuda_index is not None else (rec.device or "?")
     visible = [v.strip() for v in (rec.cuda_visible or "").split(",") if v.strip()]
+    said = [x for x in (seen if len(visible) > (rec.cuda_index or 0) else "",
+                        rec.device_name or "") if x]
     if rec.cuda_index is not None and rec.cuda_index < len(visible):
-        index = f"GPU {visible[rec.cuda_index]} (as {index})"
-    return f"{index}, {rec.device_name}" if rec.device_name else index
+        return f"GPU {visible[rec.cuda_index]} ({', '.join(said)})"
+    return f"{seen} ({rec.device_name})" if rec.device_name else seen

@@ -30,6 +30,7 @@ class SharedVariants(LocalRestart):
         phases = phase_records(recs)
         res = super().judge(nodeid, {p: phases[p] for p in ("cold", "warm") if p in phases},
                             snaps, timings, triton_dir)
+        res.via = self.via
         if "shared" in phases:
             judge_shared(res, phases["shared"])
         elif "warm" in phases:
