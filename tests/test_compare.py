@@ -64,6 +64,11 @@ def test_warm_vs_cold_noise_is_symmetric() -> None:
     # a right warm against a wrong cold differs beyond the noise either carries
     bad = compare.compare_with_cold({"o": warm}, {"o": cold * 1.5}, None, {"o": ref})
     assert not bad["ok"] and bad["mismatches"][0]["float64"]["diff_rmse"] > 0.1
+    assert "float64 run (warm 0.000782, cold 0.498;" in bad["mismatches"][0]["message"]
+    # the deploy scenario's fresh compile against its warm run says so
+    fresh = compare.compare_with_cold({"o": warm}, {"o": cold * 1.5}, None, {"o": ref},
+                                      labels=("fresh", "warm"))
+    assert "float64 run (fresh 0.000782, warm 0.498;" in fresh["mismatches"][0]["message"]
     # without a float64 reference the rule is bitwise
     assert not compare.compare_with_cold({"o": warm}, {"o": cold}, None, None)["ok"]
 

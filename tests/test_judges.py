@@ -627,6 +627,44 @@ def test_a_warm_run_that_made_no_comparison_with_cold_fails() -> None:
     assert any(n.endswith("nothing else gates them here") for n in res.notes), res.notes
 
 
+def test_the_deploy_judge_reads_a_fresh_compile_whether_or_not_a_tensor_is_random() -> None:
+    """The deploy scenario's third phase, this commit compiled on an empty cache, is its
+    reference for every check: a stale entry close to eager still differs from it. Its
+    messages say what it is, and mention random tensors only where there are some."""
+    from pytest_compilecache.render.report import failure_lines
+
+    stale = load("stale_entry")["recs"]["warm"]["compare_cold"]
+    for case, random in (("pass_mlp", 0), ("dropout_training", 4)):
+        rec = load(case)
+        recs = {**rec["recs"], "fresh": {**rec["recs"]["warm"], "phase": "fresh"}}
+        res = rejudge({**rec, "via": "deploy", "recs": recs})
+        assert res.verdict == "pass" and res.outputs["fresh_vs_warm"]["ok"] is True, res.problems
+        [said] = [n for n in res.notes if n.startswith("a fresh compile of this commit's code")]
+        assert "the reference a stale entry cannot hide from" in said, said
+        assert ("random seed" in said) == bool(random), said
+        # cold was the baseline's code: the random tensors' gate is the fresh compile
+        gates = [n for n in res.notes if "not comparable" in n]
+        assert all(n.endswith("gated against a fresh compile of this commit's code instead: "
+                              "the same seed and compiled graph draw the same numbers")
+                   for n in gates) and len(gates) == bool(random), res.notes
+        recs["fresh"]["compare_cold"] = stale
+        res = rejudge({**rec, "via": "deploy", "recs": recs})
+        [why] = [p for p in res.problems if "fresh compile" in p]
+        assert res.verdict == "fail" and res.outputs["fresh_vs_warm"]["ok"] is False
+        assert why.startswith("outputs: the warm run (the baseline's caches under this "
+                              "commit's code) differs from a fresh compile of this commit's "
+                              "code in 1 tensor(s); first output: differs"), why
+        assert "the reference a stale entry cannot hide from" in why, why
+        assert "because" not in why, why
+        assert (f"{random} tensor(s) change with the random seed" in why) == bool(random), why
+        assert ("random seed" in why) == bool(random), why
+        assert "  outputs: warm vs a fresh compile of this commit (bitwise, else float64 " \
+               "reference): DIFFER (1 compared)" in failure_lines(res)
+    del recs["fresh"]["compare_cold"]
+    assert "outputs: the fresh compile of this commit's code made no comparison with the " \
+           "warm run" in rejudge({**rec, "via": "deploy", "recs": recs}).problems
+
+
 def test_a_recompile_limit_in_the_warm_run_alone_is_named_for_it() -> None:
     rec, limit = load("pass_mlp"), load("recompile_limit")
     warm_dyn = rec["recs"]["warm"]["cache"]["dynamo"]

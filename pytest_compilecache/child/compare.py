@@ -384,29 +384,33 @@ def tf32_active() -> bool:
 
 
 def compare_with_cold(warm: Outputs, cold: Outputs, tolerance: Optional[Tuple[float, float]],
-                      ref: Optional[Outputs] = None, random: Collection[str] = ()
-                      ) -> Dict[str, Any]:
+                      ref: Optional[Outputs] = None, random: Collection[str] = (),
+                      labels: Tuple[str, str] = ("warm", "cold")) -> Dict[str, Any]:
     """Warm must equal cold bitwise (or within ATOL,RTOL). A floating tensor that differs
     is escalated to `within_noise`: a nondeterministic kernel (atomic adds in an
     embedding backward: 6.5e-9 in BERT on an H100) differs by less than the rounding
     noise both runs carry; a stale entry does not. A tensor in `random` (it changes with
     the seed) has no float64 run to judge it: the same seed and graph draw the same
-    numbers, so it may differ by float32's noise floor (FLOOR_REL of its size) alone."""
+    numbers, so it may differ by float32's noise floor (FLOOR_REL of its size) alone.
+    `labels`: the two phases as the messages name them (the deploy scenario's fresh
+    compile against its warm run); the record's keys stay warm_* and cold_*."""
+    now, then = labels
     mismatches: List[Dict[str, Any]] = []
     noise: List[Dict[str, Any]] = []
     incomparable: List[Dict[str, Any]] = []  # other shapes: the runs had other inputs
     for name in in_order(warm, cold):
         w, c = warm.get(name), cold.get(name)
         if w is None or c is None:
-            mismatches.append({"name": name, "message": "present in only one of cold/warm"})
+            mismatches.append({"name": name, "message": f"present in only one of {then}/{now}"})
             continue
         if w.shape != c.shape or (incomparable and digest(w) != digest(c)):
             incomparable.append({"name": name, "message": (
-                f"cold {str(c.dtype).replace('torch.', '')}{list(c.shape)} vs warm "
+                f"{then} {str(c.dtype).replace('torch.', '')}{list(c.shape)} vs {now} "
                 f"{str(w.dtype).replace('torch.', '')}{list(w.shape)}"
                 if w.shape != c.shape else f"computed after {incomparable[0]['name']}")})
             continue
-        found = _warm_differs(name, w, c, tolerance, (ref or {}).get(name), name in random)
+        found = _warm_differs(name, w, c, tolerance, (ref or {}).get(name), name in random,
+                              labels)
         if found is not None:
             (noise if found.pop("_within_noise", False) else mismatches).append(found)
     mode = "bitwise" if tolerance is None else f"atol={tolerance[0]},rtol={tolerance[1]}"
@@ -417,14 +421,16 @@ def compare_with_cold(warm: Outputs, cold: Outputs, tolerance: Optional[Tuple[fl
 
 
 def _warm_differs(name: str, w: Any, c: Any, tolerance: Optional[Tuple[float, float]],
-                  r: Any, random: bool) -> Optional[Dict[str, Any]]:
+                  r: Any, random: bool, labels: Tuple[str, str] = ("warm", "cold")
+                  ) -> Optional[Dict[str, Any]]:
     """One tensor warm vs cold: None when equal; else what differs, marked
     `_within_noise` when it is within the noise both runs carry."""
     import torch
 
+    now, then = labels
     if w.dtype != c.dtype or w.shape != c.shape:
         return {"name": name, "message":
-                f"cold {c.dtype}{list(c.shape)} vs warm {w.dtype}{list(w.shape)}"}
+                f"{then} {c.dtype}{list(c.shape)} vs {now} {w.dtype}{list(w.shape)}"}
     if tolerance is None:  # the CPU copies' bytes
         same = digest(w) == digest(c)
     else:
@@ -452,8 +458,8 @@ def _warm_differs(name: str, w: Any, c: Any, tolerance: Optional[Tuple[float, fl
         v = {"name": name, "max_abs_diff": diff, **within_noise(w, c, r)}
         if v["ok"] and v["usable"]:
             return {**v, "_within_noise": True}
-        why = (f"beyond the noise both carry against a float64 run (warm "
-               f"{v['warm_rmse']:.3g}, cold {v['cold_rmse']:.3g}; allowed {v['limit']:.3g})"
+        why = (f"beyond the noise both carry against a float64 run ({now} "
+               f"{v['warm_rmse']:.3g}, {then} {v['cold_rmse']:.3g}; allowed {v['limit']:.3g})"
                if v["usable"] else "its float64 run is no reference (both miss it by "
                "over 10% RMS)")
         return {"name": name, "max_abs_diff": diff, "float64": v, "message":

@@ -300,7 +300,7 @@ class ChildPlugin:
             with self.step(f"comparing {phase} outputs with earlier ones"):
                 self.result["compare_cold"] = compare.compare_with_cold(
                     compiled, earlier, tuple(tol) if tol else None, refs.ref,
-                    {r["name"] for r in refs.random})
+                    {r["name"] for r in refs.random}, labels=(phase, which))
 
     # -- the private cache root (confinement.py) ------------------------------------
     def reclaim_cache_settings(self) -> None:

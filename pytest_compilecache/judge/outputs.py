@@ -93,7 +93,7 @@ def outputs(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord,
     for phase, cmp in (("cold", cold.compare_eager), ("warm", warm.compare_eager)):
         if cmp is not None:
             _against_eager(res, phase, cmp)
-    _random(res, cold, warm)
+    _random(res, cold, warm, cold_is_other_code)
     if not warm.outputs:
         res.notes.append("the workload returned no tensors to compare; record values with "
                          "the compile_cache fixture's record()")
@@ -219,9 +219,11 @@ def _against_eager(res: CheckResult, phase: str, cmp: EagerComparison) -> None:
                   f"{cmp.gradient_rel_error:.3g}")
 
 
-def _random(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord) -> None:
+def _random(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord,
+            cold_is_other_code: bool = False) -> None:
     """Say which tensors eager cannot judge because they change with the random seed,
-    and what gates them instead."""
+    and what gates them instead: cold, or where cold was another commit's code (the
+    deploy scenario), a fresh compile of this commit's."""
     from pytest_compilecache.child.randomness import WHY
 
     for rec in (warm, cold):
@@ -232,8 +234,10 @@ def _random(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord) -> None:
     res.outputs["random"] = names
     if names:
         total = cmp.total if cmp is not None and cmp.total is not None else len(names)
-        gate = ("they are gated warm vs cold instead: the same seed and compiled graph draw "
-                "the same numbers" if warm.compare_cold is not None
+        gate = ("they are gated against a fresh compile of this commit's code instead: the "
+                "same seed and compiled graph draw the same numbers" if cold_is_other_code
+                else "they are gated warm vs cold instead: the same seed and compiled graph "
+                "draw the same numbers" if warm.compare_cold is not None
                 else "nothing else gates them here")
         note(res, f"compiled vs eager: {len(names)} of {total} tensors "
                   f"not comparable: {WHY}: {', '.join(names[:4])}"

@@ -98,6 +98,11 @@ def failure_lines(r: CheckResult) -> List[str]:
                      + (f"; furthest from float64: {worst['name']}, RMSE {worst['rmse']:.3g} vs "
                         f"eager's {worst['reference_rmse']:.3g} (allowed {worst['limit']:.3g})"
                         if worst else ""))
+    fresh = out.get("fresh_vs_warm") or {}
+    if fresh.get("mode"):  # the deploy scenario's reference: this commit compiled afresh
+        lines.append(f"  outputs: warm vs a fresh compile of this commit ({fresh['mode']}): "
+                     f"{'equal' if fresh.get('ok') else 'DIFFER'} "
+                     f"({fresh.get('compared')} compared)")
     lines += _drift_lines(r)
     job = (r.job_id or {}).get("warm")
     pgo = r.layers.get("dynamo_pgo")
