@@ -658,7 +658,7 @@ def test_the_deploy_judge_reads_a_fresh_compile_whether_or_not_a_tensor_is_rando
         assert "because" not in why, why
         assert (f"{random} tensor(s) change with the random seed" in why) == bool(random), why
         assert ("random seed" in why) == bool(random), why
-        assert "  outputs: warm vs a fresh compile of this commit (bitwise, else float64 " \
+        assert "  outputs: warm vs a fresh compile (bitwise, else float64 " \
                "reference): DIFFER (1 compared)" in failure_lines(res)
     del recs["fresh"]["compare_cold"]
     assert "outputs: the fresh compile of this commit's code made no comparison with the " \

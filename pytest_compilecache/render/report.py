@@ -99,8 +99,8 @@ def failure_lines(r: CheckResult) -> List[str]:
                         f"eager's {worst['reference_rmse']:.3g} (allowed {worst['limit']:.3g})"
                         if worst else ""))
     fresh = out.get("fresh_vs_warm") or {}
-    if fresh.get("mode"):  # the deploy scenario's reference: this commit compiled afresh
-        lines.append(f"  outputs: warm vs a fresh compile of this commit ({fresh['mode']}): "
+    if fresh.get("mode"):  # a path's reference (the deploy scenario: this commit compiled afresh)
+        lines.append(f"  outputs: warm vs a fresh compile ({fresh['mode']}): "
                      f"{'equal' if fresh.get('ok') else 'DIFFER'} "
                      f"({fresh.get('compared')} compared)")
     lines += _drift_lines(r)
