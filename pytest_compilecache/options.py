@@ -230,7 +230,8 @@ _METAVARS = {"jobs-per-gpu": "K", "warm-on-other-gpu": "index|pinned",
 _FLAGS = (
     ("keep", "keep every check's cache root (default: keep failing ones)"),
     ("baseline-warm", "the deploy scenario: cold run at --compile-cache-baseline's REF (in a "
-                      "worktree), warm run here on REF's caches; every layer must hit"),
+                      "worktree), warm run here on REF's caches, every layer must hit, and "
+                      "its outputs must equal a fresh compile of this commit's"),
     ("repeat", "run a second cold compile in a relocated cache root and working directory "
                "and fail on any cache-key difference (a nondeterministic key)"),
     ("manifest-only", "record the key manifests from cold runs only: no warm run, no verdict"),

@@ -229,7 +229,7 @@ class CheckRun:
         else:
             result.cache_root = str(self.roots[0].path)
             if len(self.roots) > 1:
-                result.notes.append("warm cache root kept: "
+                result.notes.append("the empty roots its later phases started from, kept: "
                                     + ", ".join(str(r.path) for r in self.roots[1:]))
             if self.shared_root is not None:
                 result.notes.append(f"the cache the variants share is kept at "

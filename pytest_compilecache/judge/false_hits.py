@@ -89,8 +89,8 @@ def false_hit(me: Mapping[str, Any], loaded: Mapping[str, Dict[str, Any]], diffe
             f"entry {key[:16]}… of graph {entry.get('graph')}"
             f"{' (backward)' if entry.get('backward') else ''} that {_variant_name(writer)} "
             f"wrote (same key){f', and {more} more of its entries' if more else ''}, and "
-            f"{differs}. The variants differ in {diff}, which the key cannot see: its "
-            f"components are {comps}. Fix: {FIX}")
+            f"{differs}. The variants differ in {diff}, which the key cannot see: {comps}. "
+            f"Fix: {FIX}")
 
 
 def why_missed(shared: PhaseRecord, others: Mapping[str, Dict[str, Any]]) -> Optional[str]:
@@ -143,21 +143,23 @@ def _param_diff(a: Mapping[str, str], b: Mapping[str, str]) -> str:
 
 
 def _components(components: List[Any], count: Optional[int] = None) -> str:
-    """The key's components as the fix needs them: the user's extension points that are
-    set (custom passes by their uuid(), custom partitioners...), with their values, and
-    how many others there are (`count`: all of them, where the ledger kept only those)."""
+    """What the key holds, as the fix needs it: the user's extension points that are set
+    (custom passes by their uuid(), custom partitioners...) with their values, and how
+    many components there are (`count`: all of them, where the ledger kept only those)."""
     named = [c for c in components if isinstance(c, (list, tuple)) and len(c) >= 3]
     total = count if count is not None else len(named)
     if not total:
-        return "not recorded (torch did not log them)"
+        return "its key components were not recorded (torch did not log them)"
     ext = [c for c in named if EXTENSION.search(str(c[0])) and _is_set(str(c[2]))]
     if not ext:
-        return (f"{total} component(s) (graph code, input metadata, Inductor's config, "
-                f"torch's version...), none from a custom pass or partitioner that is set")
+        return (f"none of its {total} key components comes from a custom pass or partitioner "
+                f"(they are graph code, input metadata, Inductor's config, torch's version...), "
+                f"so what differs lives in code the key does not hash (an allow_in_graph "
+                f"callable's body, a custom op's Python implementation or backward)")
     shown = ", ".join(f"{c[0]}={_cut(str(c[2]))!r}" for c in ext[:4])
-    return (f"{shown} (the extension points that are set; equal for both variants, as the "
-            f"key is) and {total - len(ext)} more (graph code, input metadata, Inductor's "
-            f"config, torch's version...)")
+    return (f"of its {total} key components, the extension points that are set are {shown}, "
+            f"equal for both variants as the key is (the rest are graph code, input "
+            f"metadata, Inductor's config, torch's version...)")
 
 
 def _is_set(value: str) -> bool:
