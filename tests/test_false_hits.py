@@ -174,6 +174,12 @@ def test_the_shared_run_reaches_junit_and_the_exit_status(session: Dict[str, Any
              for tc in tree.iter("testcase") for p in tc.iter("property")}
     assert props[("test_blind[three]", "compile_cache.shared.verdict")] == "fail"
     assert props[("test_blind[two-again]", "compile_cache.shared.verdict")] == "pass"
+    # the job summary (the Action's) shows the row and its failure
+    from pytest_compilecache.render import markdown
+
+    summary = markdown.render(session["run"].report)
+    assert "`test_variants.py::test_blind[three] [via shared]` | ❌ fail" in summary, summary
+    assert "false hit: this variant (variant [three])" in summary
     # the failing check keeps the shared cache, and says where
     c = session["checks"]["test_blind[three]"]
     assert any("the cache the variants share is kept at" in n for n in c["notes"])
