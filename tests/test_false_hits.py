@@ -196,5 +196,5 @@ def test_a_trackers_false_hit_an_allow_in_graph_callable_under_checkpoint_is_cau
     assert "The variants differ in setting (2.0 -> 3.0)" in problem
     assert "code the key does not hash (an allow_in_graph callable's body" in problem
     # the forward's output and the gradients both carry the writer's setting
-    assert {m["name"] for m in c["outputs"]["shared_vs_cold"]["mismatches"]} >= {"out"}
+    assert {m["name"] for m in c["outputs"]["shared_vs_cold"]["mismatches"]} >= {"record:out"}
     assert session["checks"]["test_checkpointed[two]"]["verdict"] == "pass"
