@@ -33,8 +33,8 @@ def _load(path: str) -> Dict[str, Any]:
         data = jsonfile.load(path)
     except (OSError, jsonfile.Unreadable) as e:
         stored = Path(path).parent.parent.name == "manifests"  # a file of a store
-        said = e if isinstance(e, jsonfile.Unreadable) else f"{path} cannot be read: {e}"
-        raise CliError(f"{said}; " + (mf.repair_hint(path) if stored else
+        said = e.why if isinstance(e, jsonfile.Unreadable) else str(e)
+        raise CliError(f"cannot read {path}: {said}; " + (mf.repair_hint(path) if stored else
                                      "pass a report or key manifest that pytest-compilecache "
                                      "wrote (write it again: rerun the session, or download "
                                      "the artifact again)")) from None

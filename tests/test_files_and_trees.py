@@ -121,7 +121,7 @@ def test_the_cli_on_a_deep_file_exits_2_naming_it(tmp_path, command) -> None:
     proc = cli(command, *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
-    assert f"{bad} cannot be read: nested deeper than 64 levels" in proc.stderr
+    assert f"cannot read {bad}: nested deeper than 64 levels" in proc.stderr
     assert "pass a report or key manifest" in proc.stderr
 
 
@@ -239,3 +239,57 @@ def test_two_sessions_on_different_commits_keep_both_reports_and_name_each_other
     assert (f"{report} was written while this session ran by another session (pid "
             f"{w['pid']} on {w['host']}") in " ".join(out.split())
     assert "ran 1 of the same check(s) (test_c.py::test_x) on another commit" in out
+
+
+MODEL_TEST = '''
+import pytest
+import torch
+
+from pytest_compilecache import ModelCase
+
+
+@pytest.fixture
+def net():
+    return ModelCase(torch.nn.Linear(8, 8), example_inputs=(torch.randn(2, 8),))
+
+
+@pytest.mark.compile_cache
+def test_net(net):
+    ...
+'''
+
+
+@pytest.mark.slow
+def test_a_planted_conftest_and_a_deep_baseline_manifest_lose_nothing(tmp_path):
+    """The issue's two scenarios in one compiled session (one cold phase): an untracked
+    root conftest.py that sets an Inductor option, and the baseline's stored manifest
+    nesting 200,000 lists. The keys go to the commit's -dirty manifest, naming the file,
+    and the clean commit's manifest is not written; the deep manifest is the check's
+    problem naming it (was a RecursionError from pytest_sessionfinish: no summary, no
+    report, every verdict lost)."""
+    from pytest_compilecache.child.workload import environment_of_python
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    sha = commit(repo, "first", {"pytest.ini": "[pytest]\n", "test_net.py": MODEL_TEST})
+    (repo / "conftest.py").write_text(
+        "import torch\ntorch._inductor.config.epilogue_fusion = False\n")
+    store = ManifestStore(repo / ".compilecache")
+    baseline = store.path(mf.environment_id(environment_of_python("cpu")), sha)
+    baseline.parent.mkdir(parents=True)
+    deep(baseline)
+    report = tmp_path / "r.json"
+    proc = session(repo, "--compile-cache-manifest-only", "--compile-cache-baseline=HEAD",
+                   "--compile-cache-device=cpu", f"--compile-cache-report={report}")
+    out = proc.stdout + proc.stderr
+    assert "RecursionError" not in out and "INTERNALERROR" not in out, out[-3000:]
+    (check,) = json.loads(report.read_text())["checks"]
+    assert any(f"the key manifest {baseline} is unusable: cannot be read (" in p
+               and "nested deeper than 64 levels" in p for p in check["problems"]), check
+    found = {p.name: p for p in baseline.parent.glob("*.json")}
+    assert set(found) == {f"{sha}.json", f"{sha}-dirty.json"}, out[-3000:]
+    assert found[f"{sha}.json"].read_text().startswith("[[[")  # never merged into
+    stored = json.loads(found[f"{sha}-dirty.json"].read_text())
+    assert stored["commit"]["untracked"] == ["conftest.py"]
+    assert "(dirty: untracked conftest.py)" in mf.commit_label(stored)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import shutil
 import sys
@@ -122,7 +121,13 @@ class CompileCacheSession:
             mine = shard.select(checks, index, count, times)
             _deselect(config, items, lambda i: not isinstance(i, CheckItem) or i.nodeid in mine)
         if self.settings.select:  # a recording session runs only the checks it was given
-            wanted = set(json.loads(Path(self.settings.select).read_text()))
+            from pytest_compilecache import jsonfile
+
+            try:
+                wanted = set(map(str, jsonfile.load(self.settings.select)))
+            except (OSError, ValueError, TypeError) as e:  # Unreadable is a ValueError
+                raise pytest.UsageError(f"--compile-cache-select: {e}; pass a JSON list of "
+                                        f"node ids") from None
             _deselect(config, items, lambda i: i.nodeid in wanted)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
