@@ -426,8 +426,8 @@ def writer(commit: Optional[Dict[str, Any]], started: str) -> Dict[str, Any]:
             "dirty": bool((commit or {}).get("dirty"))}
 
 
-def _same_commit(a: Any, b: Any) -> bool:
-    a, b = a or {}, b or {}
+def _same_commit(x: Any, y: Any) -> bool:
+    a, b = _dict(x), _dict(y)
     return a.get("sha") == b.get("sha") and bool(a.get("dirty")) == bool(b.get("dirty"))
 
 
