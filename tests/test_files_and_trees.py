@@ -94,6 +94,19 @@ def test_the_loader_bounds_depth_and_size_and_names_the_file(tmp_path, monkeypat
         jsonfile.load(tmp_path / "none.json")
 
 
+def test_memory_errors_are_said_naming_the_file(tmp_path, monkeypatch) -> None:
+    p = tmp_path / "r.json"
+    p.write_text("[]")
+
+    def exhausted(*args: Any, **kwargs: Any) -> Any:
+        raise MemoryError
+
+    monkeypatch.setattr(json, "loads", exhausted)
+    with pytest.raises(jsonfile.Unreadable, match="not enough memory to parse it") as e:
+        jsonfile.load(p)
+    assert e.value.path == str(p)
+
+
 def test_a_deep_stored_manifest_is_a_bad_manifest_naming_the_file(tmp_path) -> None:
     """The issue's crash: keyhistory.gone_checks -> store._read raised RecursionError."""
     store = ManifestStore(tmp_path / "store")
@@ -203,6 +216,41 @@ def test_a_planted_conftest_makes_the_session_commit_dirty_naming_it(tmp_path) -
 
 
 # -- item 3: a report shared by sessions on different commits --------------------------------
+def _report(nodeid: str, sha: str) -> Dict[str, Any]:
+    from pytest_compilecache.render import report
+
+    return {"schema": report.SCHEMA, "schema_version": report.SCHEMA_VERSION,
+            "created": report.now(), "summary": {"pass": 1},
+            "commit": {"sha": sha, "short": sha[:10], "dirty": False},
+            "writer": {"pid": 1, "host": "h", "started": "s"},
+            "checks": [{"nodeid": nodeid, "verdict": "pass"}]}
+
+
+def test_merging_that_would_replace_a_verdict_writes_beside_it(tmp_path) -> None:
+    """One commit and other checks: merged as before; the same check (even on one
+    commit), or another commit's report: left as it is, ours beside it."""
+    from pytest_compilecache.render import report
+
+    path = str(tmp_path / "r.json")
+    started = report.now()
+    report.write_report(path, _report("t.py::a", "1" * 40))
+    merged = report.write_report_to(path, _report("t.py::b", "1" * 40), since=started)
+    assert merged.path == path and merged.said == []
+    assert len(json.loads(Path(path).read_text())["checks"]) == 2
+    for sha, why in (("1" * 40, "ran 1 of the same check(s) (t.py::b)"),
+                     ("2" * 40, "ran 1 of the same check(s) (t.py::b) on another commit")):
+        w = report.write_report_to(path, _report("t.py::b", sha), since=started)
+        assert w.path != path and Path(w.path).name.startswith(f"r.{sha[:10]}-")
+        assert why in w.said[0] and "pid 1 on h" in w.said[0]
+        assert len(json.loads(Path(path).read_text())["checks"]) == 2  # left as it was
+        Path(w.path).unlink()
+    w = report.write_report_to(path, _report("t.py::c", "2" * 40), since=started)
+    assert w.path != path and w.said[0].endswith(
+        "on another commit; merged, one session's verdicts would replace the other's, so it "
+        f"is left as it is and this session's report is {w.path} (`pytest-compilecache "
+        "merge` joins reports of one commit)")
+
+
 def test_two_sessions_on_different_commits_keep_both_reports_and_name_each_other(tmp_path):
     """Before: the later writer replaced the other's verdict for the same node id,
     silently. Session A (commit 1) starts, B (commit 2, same check) writes the report
