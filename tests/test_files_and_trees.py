@@ -195,6 +195,11 @@ def test_untracked_files_the_session_reads_make_the_tree_dirty_and_are_named(tmp
     assert history.commit_info(repo, loaded)["untracked"] == ["notes.txt", "sub/conftest.py",
                                                                "tox.ini"]
     assert history.commit_info(repo)["dirty"] is False  # without a predicate: as before
+    (repo / "roots" / "inductor").mkdir(parents=True)  # --compile-cache-root=roots
+    (repo / "roots" / "inductor" / "c1.py").write_text("")
+    (repo / "roots" / "conftest.py").write_text("")
+    assert history.commit_info(repo, session_reads([str(repo)], [], own=[str(repo / "roots")])
+                               )["untracked"] == ["sub/conftest.py", "tox.ini"]
     label = mf.commit_label({"commit": info})
     assert "(dirty: untracked sub/conftest.py, tox.ini)" in label
 

@@ -43,7 +43,9 @@ class KeyHistory:
             from pytest_compilecache.history.untracked import this_session
 
             # first asked after collection: the conftests and test modules are loaded
-            self._commit = history.commit_info(self.config.rootpath, this_session())
+            # (paths are absolute: fixed at start)
+            own = [self.settings.root, str(self.store_path) if self.store_path else None]
+            self._commit = history.commit_info(self.config.rootpath, this_session(own))
         return self._commit
 
     def store_entry(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any],

@@ -27,13 +27,15 @@ IMPORTABLE = frozenset(importlib.machinery.all_suffixes())
 
 
 def session_reads(search_path: Iterable[str], loaded: Iterable[Optional[str]],
-                  prefixes: Iterable[str] = (sys.prefix, sys.base_prefix)
-                  ) -> Callable[[Path], bool]:
+                  prefixes: Iterable[str] = (sys.prefix, sys.base_prefix),
+                  own: Iterable[Optional[str]] = ()) -> Callable[[Path], bool]:
     """A test of whether the session reads a file: pytest's conftests and ini files,
     the files of `loaded` modules, and importable files under a `search_path`
     directory (namespace packages make every directory below one importable). The
     environment's own directories (`prefixes`: a virtualenv inside the repository) are
-    no import path of the project's."""
+    no import path of the project's, and what the plugin writes (`own`: the cache roots,
+    whose Inductor output is .py files, and the store) is not the project's code."""
+    mine = [os.path.realpath(p) for p in own if p]
     envs = [os.path.realpath(p) for p in prefixes if p]
     roots = [r for r in (os.path.realpath(p or os.curdir) for p in search_path)
              if os.path.isdir(r) and not any(_under(r, e) for e in envs)]
@@ -41,6 +43,8 @@ def session_reads(search_path: Iterable[str], loaded: Iterable[Optional[str]],
 
     def reads(path: Path) -> bool:
         real = os.path.realpath(path)
+        if any(_under(real, d) for d in mine):
+            return False
         if path.name in PYTEST_READS or real in files:
             return True
         return path.suffix in IMPORTABLE and any(_under(real, r) for r in roots)
@@ -51,7 +55,7 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def this_session() -> Callable[[Path], bool]:
+def this_session(own: Iterable[Optional[str]] = ()) -> Callable[[Path], bool]:
     """session_reads() of this process: its sys.path and loaded modules."""
     return session_reads(list(sys.path), [getattr(m, "__file__", None)
-                                          for m in list(sys.modules.values())])
+                                          for m in list(sys.modules.values())], own=own)
