@@ -7,7 +7,6 @@ so that the upload steps still run; `conclude` applies `fail-on` last.
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from pytest_compilecache import jsonfile
 from pytest_compilecache.render import gha
 from pytest_compilecache.render import markdown
 from pytest_compilecache.model import OK_VERDICTS
@@ -206,7 +206,7 @@ def keep_for_upload(report: str, out_dir: Path) -> None:
     import shutil
 
     try:
-        data = json.loads(Path(report).read_text())
+        data = jsonfile.load(report)
     except (OSError, ValueError):
         return
     if Path(report).resolve().parent != out_dir.resolve():
@@ -226,7 +226,7 @@ def conclude_report(report: str, rc: int, artifact: str) -> Tuple[Dict[str, str]
     """(outputs, summary, annotation lines) from the report pytest wrote; without one,
     an error that says pytest's exit code, never a verdict about the models."""
     try:
-        data = json.loads(Path(report).read_text())
+        data = jsonfile.load(report)
         from pytest_compilecache.render import report as rp
 
         why = rp.problem(data)

@@ -6,13 +6,13 @@ records manifests by running the selected checks' cold phase at each commit it t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from pytest_compilecache import jsonfile
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.render import report
 
@@ -26,13 +26,18 @@ class CliError(Exception):
 
 
 def _load(path: str) -> Dict[str, Any]:
+    """A report or manifest, checked; anything wrong with the file (missing, truncated,
+    too large, too deep) is a CliError naming it and its repair: exit 2, never a
+    traceback, and for `diff` never "keys differ"."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:  # ValueError: truncated JSON, undecodable bytes
+        data = jsonfile.load(path)
+    except (OSError, jsonfile.Unreadable) as e:
         stored = Path(path).parent.parent.name == "manifests"  # a file of a store
-        raise CliError(f"cannot read {path}: {e}" + (f"; {mf.repair_hint(path)}" if stored
-                                                       else "")) from None
+        said = e.why if isinstance(e, jsonfile.Unreadable) else str(e)
+        raise CliError(f"cannot read {path}: {said}; " + (mf.repair_hint(path) if stored else
+                                     "pass a report or key manifest that pytest-compilecache "
+                                     "wrote (write it again: rerun the session, or download "
+                                     "the artifact again)")) from None
     if mf.is_manifest(data):
         why = mf.problem(data)
         if why:

@@ -40,8 +40,12 @@ class KeyHistory:
     def commit(self) -> Dict[str, Any]:
         if self._commit is None:
             from pytest_compilecache.history import git as history
+            from pytest_compilecache.history.untracked import this_session
 
-            self._commit = history.commit_info(self.config.rootpath)
+            # first asked after collection: the conftests and test modules are loaded
+            # (paths are absolute: fixed at start)
+            own = [self.settings.root, str(self.store_path) if self.store_path else None]
+            self._commit = history.commit_info(self.config.rootpath, this_session(own))
         return self._commit
 
     def store_entry(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import shutil
 import sys
@@ -73,6 +72,7 @@ class CompileCacheSession:
         self.no_checks: Optional[str] = None  # why nothing was checked, at the end
         self.report_problem: Optional[str] = None  # why the report could not be written
         self.report_said: List[str] = []  # what writing it replaced (a symlink, a mode)
+        self.report_path = settings.report  # where it went (beside it: a clashing writer)
         self.ledger = Ledger(None)  # the controller's gets its results dir in configure
         self.spool = Spool(None)  # and its checks go there as they finish
         self.progress = Progress()  # shows nothing until the session starts on a terminal
@@ -112,13 +112,22 @@ class CompileCacheSession:
             from pytest_compilecache.render import shard
 
             index, count = self.settings.shard
-            times = shard.times_from_report(self.settings.shard_times) \
-                if self.settings.shard_times else None
+            try:
+                times = shard.times_from_report(self.settings.shard_times) \
+                    if self.settings.shard_times else None
+            except shard.BadTimes as e:
+                raise pytest.UsageError(str(e)) from None
             checks = [i.nodeid for i in items if isinstance(i, CheckItem)]
             mine = shard.select(checks, index, count, times)
             _deselect(config, items, lambda i: not isinstance(i, CheckItem) or i.nodeid in mine)
         if self.settings.select:  # a recording session runs only the checks it was given
-            wanted = set(json.loads(Path(self.settings.select).read_text()))
+            from pytest_compilecache import jsonfile
+
+            try:
+                wanted = set(map(str, jsonfile.load(self.settings.select)))
+            except (OSError, ValueError, TypeError) as e:  # Unreadable is a ValueError
+                raise pytest.UsageError(f"--compile-cache-select: {e}; pass a JSON list of "
+                                        f"node ids") from None
             _deselect(config, items, lambda i: i.nodeid in wanted)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -301,7 +310,8 @@ class CompileCacheSession:
             __version__, commit=self.history.commit(),
             checks=report.Streamed(self.spool.ids(), self.spool.checks))
         data.update(no_checks=self.no_checks, baseline_gone=self.gone, exitstatus=int(exitstatus),
-                    interrupted=self.interrupted, rootdir=str(self.config.rootpath))
+                    interrupted=self.interrupted, rootdir=str(self.config.rootpath),
+                    writer=report.writer(self.history.commit(), self.started))
         described = self.history.describe_baseline()
         if described is not None:
             data["baseline"] = described
@@ -347,8 +357,8 @@ class CompileCacheSession:
         if not self.settings.report:
             return
         try:
-            self.report_said = report.write_report(self.settings.report,
-                                                   self.report_dict(exitstatus), since=self.started)
+            self.report_path, self.report_said = report.write_report_to(
+                self.settings.report, self.report_dict(exitstatus), since=self.started)
         except OSError as e:  # the verdicts still reach the terminal summary
             self.report_problem = diskspace.write_problem("the JSON report",
                                                           self.settings.report, e)
@@ -363,7 +373,7 @@ class CompileCacheSession:
                 terminalreporter, self.results,
                 quiet=int(self.config.getoption("verbose", 0) or 0) < 0,
                 no_checks=self.no_checks, gone=self.gone, manifests=self.manifest_paths,
-                root=self.settings.root, report=self.settings.report,
+                root=self.settings.root, report=self.report_path,
                 report_problem=self.report_problem, report_said=self.report_said)
 
 

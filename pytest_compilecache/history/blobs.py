@@ -15,10 +15,10 @@ import gzip
 import json
 import os
 import tempfile
-import zlib
 from pathlib import Path
 from typing import Any, List, Optional
 
+from pytest_compilecache import jsonfile
 from pytest_compilecache.history.manifest import BadManifest, repair_hint
 from pytest_compilecache.judge.keys import components_digest
 
@@ -86,15 +86,11 @@ class ComponentBlobs:
     def _read(p: Path, digest: str) -> "tuple[Optional[List[Any]], Optional[str]]":
         """(the components, None), or (None, what is wrong with the file)."""
         try:
-            with gzip.open(p, "rb") as f:  # capped: a store may be a copied one
-                raw = f.read(MAX_BYTES + 1)
-            if len(raw) > MAX_BYTES:
-                return None, f"unpacks to over {MAX_BYTES >> 20} MiB: not components this writes"
-            data = json.loads(raw.decode("utf-8"))
+            data = jsonfile.load(p, gz=True, limit=MAX_BYTES)  # capped: a copied store
         except FileNotFoundError:
             return None, f"{MISSING} (a store copied without its components/ directory?)"
-        except (OSError, EOFError, zlib.error, ValueError) as e:  # truncated, not gzip, not JSON
-            return None, f"cannot be read ({type(e).__name__}: {e})"
+        except jsonfile.Unreadable as e:  # truncated, not gzip, not JSON, too deep
+            return None, f"cannot be read ({e.why})"
         if not isinstance(data, list) or components_digest(data) != digest:
             return None, "its content does not match its digest"
         return data, None

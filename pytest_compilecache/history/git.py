@@ -10,7 +10,7 @@ import contextlib
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from pytest_compilecache.owndeps import import_own
 
@@ -51,8 +51,12 @@ def _info(commit: Any, dirty: Optional[bool]) -> Dict[str, Any]:
             "subject": commit.summary}
 
 
-def commit_info(path: Path) -> Dict[str, Any]:
-    """sha, short sha, subject, dirty flag of HEAD at `path`; "unknown" when not knowable."""
+def commit_info(path: Path, reads: Optional[Callable[[Path], bool]] = None) -> Dict[str, Any]:
+    """sha, short sha, subject, dirty flag of HEAD at `path`; "unknown" when not knowable.
+    With `reads` (history/untracked.py), the untracked files it says the session reads
+    make the tree dirty too, listed under "untracked" (relative to the work tree): a
+    clean commit's manifest must come from a tree that matches the commit. git lists no
+    .gitignored file as untracked."""
     try:
         repo = _repo(path)
         head = repo.head.commit
@@ -64,7 +68,16 @@ def commit_info(path: Path) -> Dict[str, Any]:
         dirty = repo.is_dirty(untracked_files=False)
     except Exception:
         dirty = None
-    return _info(head, dirty)
+    info = _info(head, dirty)
+    if reads is not None:
+        try:
+            root = Path(repo.working_tree_dir)
+            read = sorted(f for f in repo.untracked_files if reads(root / f))
+        except Exception as e:  # unknowable: not clean either
+            return {**info, "dirty": True, "untracked_error": f"{type(e).__name__}: {e}"}
+        if read:
+            info.update(dirty=True, untracked=read)
+    return info
 
 
 def resolve(path: Path, rev: str) -> Dict[str, Any]:

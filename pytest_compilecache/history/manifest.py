@@ -337,7 +337,9 @@ def commit_label(manifest: Dict[str, Any]) -> str:
     c = manifest.get("commit") or {}
     label = c.get("short") or (c.get("sha") or "unknown")[:10]
     if c.get("dirty"):
-        label += " (dirty)"
+        untracked = c.get("untracked") or []
+        label += (f" (dirty: untracked {', '.join(map(str, untracked[:3]))}"
+                  f"{', ...' if len(untracked) > 3 else ''})" if untracked else " (dirty)")
     if c.get("subject"):
         label += f" \"{c['subject']}\""
     return label

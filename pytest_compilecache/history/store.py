@@ -11,13 +11,13 @@ No pytest, no torch; filelock for the locks.
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.history.blobs import ComponentBlobs
 from pytest_compilecache.files import write_json_atomic
+from pytest_compilecache import jsonfile
 
 DEFAULT_DIR = ".compilecache"
 LOCK_TIMEOUT_S = 600.0
@@ -70,11 +70,11 @@ class ManifestStore:
         """(the manifest, or None; why a file that is there is unusable, or None;
         whether a newer version wrote it)."""
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            data = jsonfile.load(p)
         except FileNotFoundError:
             return None, None, False
-        except (OSError, ValueError) as e:  # truncated, undecodable, unreadable
-            return None, f"cannot be read ({type(e).__name__}: {e})", False
+        except jsonfile.Unreadable as e:  # truncated, undecodable, too deep or too big
+            return None, f"cannot be read ({e.why})", False
         why = mf.problem(data)
         if why is not None:
             return None, why, mf.is_manifest(data) and mf.newer_schema(data)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import itertools
-import json
 import os
 import stat
 from collections import Counter
 from pathlib import Path
-from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
-                    Tuple)
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional,
+                    Sequence, Tuple)
 
+from pytest_compilecache import jsonfile
 from pytest_compilecache.files import write_json_streamed
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.history.manifest import changed_components, drift_lines
@@ -363,27 +363,106 @@ def _report_lock(path: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+class Written(NamedTuple):
+    path: str  # where the report went: `path`, or beside it (a conflicting writer)
+    said: List[str]  # what the user may not expect (a replaced symlink, a conflict)
+
+
 def write_report(path: str, report: Dict[str, Any], since: Optional[str] = None) -> List[str]:
+    """write_report_to(), for a caller that writes where it is told (the CLI's merge)."""
+    return write_report_to(path, report, since).said
+
+
+def write_report_to(path: str, report: Dict[str, Any], since: Optional[str] = None) -> Written:
     """Atomic (a reader or an interrupted session never sees half a file) and locked:
-    checks in a report that a concurrent session wrote after `since` (our start) are
-    kept unless we ran them too; an older report is replaced. Returns what the
-    replacement changed that the user may not expect (a symlink or a read-only file
-    at the path is replaced by a new 0600 file, never written through)."""
+    the checks of a report that a concurrent session wrote after `since` (our start)
+    are kept; an older report is replaced. A concurrent report that cannot be merged
+    without losing a verdict (another commit's, or one holding checks we ran too) is
+    left as it is, and ours goes beside it, said with the other writer's name: two
+    sessions never replace each other's verdicts silently. Also said: a symlink or a
+    read-only file at the path is replaced by a new 0600 file, never written through;
+    an unreadable report there (damaged, crafted) is replaced."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
+    said: List[str] = []
     with _report_lock(path):
         if since is not None:
-            try:
-                with open(path) as f:
-                    old = json.load(f)
-            except (OSError, ValueError):
-                old = None
+            old = _existing(path, said)
             if isinstance(old, dict) and old.get("schema") == SCHEMA and \
                     str(old.get("created", "")) >= since:
-                report = _with_concurrent(report, old)
-        said = replaced(path)
+                clash = _clash(report, old)
+                if clash is None:
+                    report = _with_concurrent(report, old)
+                else:
+                    mine, path = path, _beside(path, report)
+                    said.append(f"{mine} was written while this session ran by {clash}; "
+                                f"merged, one session's verdicts would replace the other's, so "
+                                f"it is left as it is and this session's report is {path} "
+                                f"(`pytest-compilecache merge` joins reports of one commit)")
+        said += replaced(path)
         write_json_streamed(Path(path), report, "checks")
-    return said
+    return Written(path, said)
+
+
+def _existing(path: str, said: List[str]) -> Any:
+    """The report at `path` (None when there is none); an unreadable one (damaged,
+    crafted: too deep, too large) is said and counts as none, never the session's loss."""
+    try:
+        return jsonfile.load(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, jsonfile.Unreadable) as e:
+        said.append(f"the report already at {path} could not be merged into ({e}); it was "
+                    f"replaced by this session's")
+        return None
+
+
+def writer(commit: Optional[Dict[str, Any]], started: str) -> Dict[str, Any]:
+    """Who writes a report: named to a concurrent session whose report it would clash with."""
+    import socket
+
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": started,
+            "commit": (commit or {}).get("short") or "unknown",
+            "dirty": bool((commit or {}).get("dirty"))}
+
+
+def _same_commit(x: Any, y: Any) -> bool:
+    a, b = _dict(x), _dict(y)
+    return a.get("sha") == b.get("sha") and bool(a.get("dirty")) == bool(b.get("dirty"))
+
+
+def _clash(report: Dict[str, Any], old: Dict[str, Any]) -> Optional[str]:
+    """The other writer of `old`, named with why merging would lose a verdict, or None
+    when merging loses nothing (one commit, no check in both)."""
+    checks = report["checks"]
+    mine = set(checks.ids) if isinstance(checks, Streamed) else \
+        {(c["nodeid"], c.get("via")) for c in checks}
+    theirs = [c for c in old.get("checks") or [] if isinstance(c, dict)]
+    both = sorted({str(c.get("nodeid")) for c in theirs if (c.get("nodeid"), c.get("via")) in mine})
+    other_commit = not _same_commit(report.get("commit"), old.get("commit"))
+    if not both and not (other_commit and theirs):
+        return None
+    w, commit = _dict(old.get("writer")), _dict(old.get("commit"))
+    who = (f"another session (pid {w.get('pid', '?')} on {w.get('host', '?')}, started "
+           f"{w.get('started', '?')}, commit {commit.get('short', 'unknown')}"
+           f"{' dirty' if commit.get('dirty') else ''}; report created {old.get('created')})")
+    if both:
+        return (f"{who}, which ran {len(both)} of the same check(s) ({', '.join(both[:3])}"
+                f"{', ...' if len(both) > 3 else ''})"
+                + (" on another commit" if other_commit else ""))
+    return f"{who}, on another commit"
+
+
+def _dict(x: Any) -> Dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _beside(path: str, report: Dict[str, Any]) -> str:
+    """Where a report goes when `path` holds a concurrent session's that it clashes
+    with: beside it, named by this commit and process."""
+    root, ext = os.path.splitext(path)
+    short = _dict(report.get("commit")).get("short") or "unknown"
+    return f"{root}.{short}-{os.getpid()}{ext or '.json'}"
 
 
 def _with_concurrent(report: Dict[str, Any], old: Dict[str, Any]) -> Dict[str, Any]:

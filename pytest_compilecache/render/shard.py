@@ -9,18 +9,35 @@ import json
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Set
 
-from pytest_compilecache.render.report import summarize
+from pytest_compilecache import jsonfile
+from pytest_compilecache.render.report import problem, summarize
+
+
+class BadTimes(ValueError):
+    """--compile-cache-shard-times names a file that is not a usable report: one line
+    naming the file and the repair (the plugin makes it a usage error, before any check
+    runs, never an INTERNALERROR)."""
 
 
 def times_from_report(path: str) -> Dict[str, float]:
-    """Seconds each check took in a previous report (both phases' processes)."""
-    with open(path) as f:
-        data = json.load(f)
+    """Seconds each check took in a previous report (both phases' processes). A check
+    whose timings are not numbers costs what an unknown one does."""
+    repair = ("pass the --compile-cache-report of an earlier full run, or drop "
+              "--compile-cache-shard-times (the slices are then by node id)")
+    try:
+        data = jsonfile.load(path)
+    except (OSError, jsonfile.Unreadable) as e:
+        said = e if isinstance(e, jsonfile.Unreadable) else f"{path} cannot be read: {e}"
+        raise BadTimes(f"--compile-cache-shard-times: {said}; {repair}") from None
+    wrong = problem(data)
+    if wrong:
+        raise BadTimes(f"--compile-cache-shard-times: {path}: {wrong}; {repair}")
     out: Dict[str, float] = {}
-    for c in data.get("checks", []):
-        t = c.get("timings") or {}
-        total = sum(v for k, v in t.items() if k.endswith("_process_s") and v) or \
-            sum(v for k, v in t.items() if k in ("cold_s", "warm_s") and v)
+    for c in data["checks"]:
+        t = c.get("timings") if isinstance(c.get("timings"), dict) else {}
+        num = {k: v for k, v in t.items() if isinstance(v, (int, float)) and v > 0}
+        total = sum(v for k, v in num.items() if k.endswith("_process_s")) or \
+            sum(v for k, v in num.items() if k in ("cold_s", "warm_s"))
         if total:  # every warm-start path of a check runs on the same shard
             out[c["nodeid"]] = out.get(c["nodeid"], 0.0) + float(total)
     return out
