@@ -16,13 +16,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
+from pytest_compilecache import jsonfile
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.isolation import ROOT_PARTS, CacheRoot
 from pytest_compilecache.judge.keys import EXTENSION
@@ -71,10 +71,10 @@ class SharedRoot:
         (bounded, validated: a damaged ledger is no entries, never a crash)."""
         path = self.root.phases / LEDGER
         try:
-            if path.is_symlink() or path.stat().st_size > LEDGER_MAX_BYTES:
+            if path.is_symlink():
                 return {}
-            data = json.loads(path.read_text())
-        except (OSError, ValueError, RecursionError):
+            data = jsonfile.load(path, limit=LEDGER_MAX_BYTES)
+        except (OSError, jsonfile.Unreadable):
             return {}
         return {k: v for k, v in data.items() if isinstance(v, dict)} \
             if isinstance(data, dict) else {}
