@@ -26,7 +26,7 @@ from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
 from pytest_compilecache.model import (OK_VERDICTS, WIRE_VERSION, CheckResult, PhaseSpec,
                                        error_result)
 from pytest_compilecache.options import Settings
-from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
+from pytest_compilecache.paths.base import PathUnavailable, PhasePlan, WarmStartPath
 
 Timings = Dict[str, Optional[float]]
 
@@ -116,16 +116,20 @@ class CheckRun:
             if plan.fresh_root:  # the artifact travels, the directories don't
                 where = CacheRoot.create(f"{nodeid}-{self.path.via}", self.settings.root)
                 self.roots.append(where)
+            try:
+                env_extra = self.path.phase_env(plan)
+            except PathUnavailable as e:  # its server is gone: an error, never misses
+                return error_result(nodeid, phase, f"was not run: {e}", "", self.timings)
             if plan.shared_root:
                 shared = self.session.shared_root(nodeid)
                 if shared is None:  # no other variant of its function in the session
                     break
-                rec, failure = self._shared_turn(shared, plan)
+                rec, failure = self._shared_turn(shared, plan, env_extra)
                 where = root  # its files were moved into the check's own root
             else:
                 rec, failure = self.run_phase(where, phase, tree=tree,
                                               extra=self._extra(plan, where),
-                                              env_extra=self.path.phase_env(plan))
+                                              env_extra=env_extra)
             if failure is not None:
                 result = self.path.failed(phase, rec, failure)
                 if self.damage:  # the warm run's crash follows from the damaged cache
@@ -152,7 +156,7 @@ class CheckRun:
         self.session.timeline.mark("judged")
         return result
 
-    def _shared_turn(self, shared: Any, plan: PhasePlan
+    def _shared_turn(self, shared: Any, plan: PhasePlan, env_extra: Dict[str, str]
                      ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
         """This variant's turn over the cache its function's variants share (one at a
         time): run the phase there, enter what it wrote in the root's ledger, and give
@@ -166,7 +170,7 @@ class CheckRun:
             before = shared.written()
             rec, failure = self.run_phase(shared.root, plan.name,
                                           extra=self._extra(plan, shared.root),
-                                          env_extra=self.path.phase_env(plan))
+                                          env_extra=env_extra)
             if rec:
                 rec["variants"] = seen_by(before, rec, me)
                 shared.record(me, rec)
