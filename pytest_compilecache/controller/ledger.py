@@ -22,6 +22,7 @@ from pytest_compilecache.controller.diskspace import write_problem
 from pytest_compilecache.controller.spool import PREFIX as SPOOLED
 from pytest_compilecache.controller.spool import Spool
 from pytest_compilecache.files import write_json_atomic
+from pytest_compilecache.leftovers import mark_owner
 from pytest_compilecache.model import CheckResult
 
 RESULTS_DIR_ENV = "PYTEST_COMPILECACHE_RESULTS_DIR"
@@ -30,6 +31,7 @@ RESULTS_DIR_ENV = "PYTEST_COMPILECACHE_RESULTS_DIR"
 def open_results_dir() -> str:
     """The controller's directory, inherited by the xdist workers it starts."""
     path = tempfile.mkdtemp(prefix="pytest-compilecache-results-")
+    mark_owner(Path(path))  # a killed session's is found by `clean`
     os.environ[RESULTS_DIR_ENV] = path
     return path
 

@@ -73,6 +73,7 @@ class CompileCacheSession:
         self.no_checks: Optional[str] = None  # why nothing was checked, at the end
         self.report_problem: Optional[str] = None  # why the report could not be written
         self.report_said: List[str] = []  # what writing it replaced (a symlink, a mode)
+        self.report_aside: Optional[str] = None  # where the earlier report went at start
         self.ledger = Ledger(None)  # the controller's gets its results dir in configure
         self.spool = Spool(None)  # and its checks go there as they finish
         self.progress = Progress()  # shows nothing until the session starts on a terminal
@@ -364,7 +365,8 @@ class CompileCacheSession:
                 quiet=int(self.config.getoption("verbose", 0) or 0) < 0,
                 no_checks=self.no_checks, gone=self.gone, manifests=self.manifest_paths,
                 root=self.settings.root, report=self.settings.report,
-                report_problem=self.report_problem, report_said=self.report_said)
+                report_problem=self.report_problem,
+                report_said=[x for x in (self.report_aside,) if x] + self.report_said)
 
 
 def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSession:
@@ -388,6 +390,9 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
     found += preflight.remote_problems(settings.via, settings.redis)
     if found:
         raise pytest.UsageError("\n".join(found))
+    from pytest_compilecache.leftovers import set_aside
+
+    session.report_aside = set_aside(settings.report)  # a killed session leaves none
     fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
     try:
         path = session_lock_dir(settings.lock_dir)

@@ -140,6 +140,7 @@ class RedisServer:
 
     @classmethod
     def start(cls, timeout: float = 20.0) -> "RedisServer":
+        from pytest_compilecache.leftovers import mark_owner
         from pytest_compilecache.lifetime import child_preexec
 
         exe = shutil.which("redis-server")
@@ -148,6 +149,7 @@ class RedisServer:
                                    + INSTALL_HINT)
         workdir = Path(tempfile.mkdtemp(prefix="compilecache-redis-"))
         workdir.chmod(0o700)
+        mark_owner(workdir)  # a killed session's is found by `clean`
         port = _free_port()
         proc = subprocess.Popen(
             [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
