@@ -1,0 +1,72 @@
+"""How a session ends when something outside the checks goes wrong: a report that
+cannot be written, a store path that is a file, a phase that hangs. Real sessions;
+the checks' bodies do not compile (their phases still start real processes)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PLAIN = '''
+import shutil
+
+
+def test_takes_the_reports_dir(tmp_path):
+    # the report's directory becomes a file after the up-front checks
+    d = __import__("os").environ["REPORT_DIR"]
+    shutil.rmtree(d)
+    open(d, "w").close()
+'''
+
+
+def _session(path: Path, files: dict, *args: str, env: dict = None,
+             timeout: float = 120) -> subprocess.CompletedProcess:
+    (path / "pytest.ini").write_text("[pytest]\n")
+    for name, text in files.items():
+        (path / name).write_text(text)
+    base = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                           "--compile-cache-check", *args],
+                          cwd=path, env={**base, **(env or {})}, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_a_report_that_cannot_be_written_is_a_nonzero_exit_naming_it(tmp_path: Path) -> None:
+    """It left exit 0 (issue 38): a CI job keyed on the exit status went green without
+    its report."""
+    d = tmp_path / "out"
+    d.mkdir()
+    proc = _session(tmp_path, {"test_plain.py": PLAIN}, "--compile-cache-store=none",
+                    f"--compile-cache-report={d}/r.json",
+                    env={"REPORT_DIR": str(d)})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-2000:]
+    assert f"report NOT written: could not write the JSON report to {d}/r.json: {d} is a " \
+           f"file, not a directory (errno 17); an environment problem, not the model: move " \
+           f"or delete {d}, or choose another location" in out, out[-2000:]
+    assert "the exit status is 1 although the checks passed" in out
+    assert "Traceback" not in out
+
+
+
+def test_a_store_replaced_by_a_file_is_named(tmp_path: Path) -> None:
+    """It said `File exists (errno 17)`, naming no file to move (issue 38). A real
+    store write on a planted file, read as a check reads it (its compile is not needed
+    to write a manifest)."""
+    from pytest_compilecache.controller.diskspace import write_problem
+    from pytest_compilecache.history.store import ManifestStore
+
+    store = tmp_path / "store"
+    store.write_text("")
+    env = {"torch": "2.13.0", "triton": None, "cuda": None, "python": "3.11.7",
+           "device": "cpu", "device_name": None}
+    with pytest.raises(OSError) as e:
+        ManifestStore(store).merge({"sha": "abc", "dirty": False}, env,
+                                   {"t.py::test_x": {"graphs": {"0/0": {}}}})
+    said = write_problem("the key manifest", store, e.value)
+    assert said.startswith(f"could not write the key manifest to {store}: {store} is a file, "
+                           f"not a directory (errno "), said
+    assert said.endswith(f"move or delete {store}, or choose another location"), said
