@@ -70,3 +70,50 @@ def test_a_store_replaced_by_a_file_is_named(tmp_path: Path) -> None:
     assert said.startswith(f"could not write the key manifest to {store}: {store} is a file, "
                            f"not a directory (errno "), said
     assert said.endswith(f"move or delete {store}, or choose another location"), said
+
+
+SLOW_WARM = '''
+import os
+import time
+
+import pytest
+
+
+@pytest.mark.compile_cache
+def test_slow_warm(compile_cache):
+    if compile_cache.phase == "warm":
+        open(os.environ["WARM_STARTED"], "w").close()
+        time.sleep(300)
+'''
+
+
+def test_an_interrupt_in_the_warm_phase_says_the_cold_one_ran(tmp_path: Path) -> None:
+    """SIGTERM (a CI cancel) while the warm phase runs: the check said `not run`, as if
+    its finished cold phase had not run (issue 38)."""
+    import json
+    import signal
+    import time
+
+    flag, report = tmp_path / "warm-started", tmp_path / "r.json"
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_slow.py").write_text(SLOW_WARM)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                             "--compile-cache-check", "--compile-cache-store=none",
+                             f"--compile-cache-report={report}"], cwd=tmp_path,
+                            env={**env, "WARM_STARTED": str(flag)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        end = time.time() + 180
+        while not flag.exists():
+            assert time.time() < end and proc.poll() is None, "no warm phase"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    [c] = json.loads(report.read_text())["checks"]
+    assert c["verdict"] == "not run", out[-3000:]
+    assert c["error"].startswith("the session was interrupted (SIGTERM) during this check's "
+                                 "warm phase, after its cold ("), c["error"]
+    assert c["error"].endswith("s) phase had finished; no verdict: run the check again")

@@ -72,6 +72,7 @@ class CheckRun:
         self.notes: List[str] = []  # what launching the phases said
         self.cold_device: Optional[str] = None
         self.shared_root: Optional[Path] = None  # the variants' shared cache, if it took a turn
+        self.phase_now: Optional[str] = None  # the phase running or last asked for
 
     def run(self) -> CheckResult:
         try:
@@ -96,13 +97,31 @@ class CheckRun:
                                error=why + traceback.format_exc(limit=-3 if written else None),
                                cache_root=str(self.roots[0].path) if self.roots else None)
 
+    def interrupted(self) -> CheckResult:
+        """The check an interrupt (Ctrl-C, SIGTERM) stopped: `not run`, saying which
+        phases had finished and which one was stopped. A bare `not run` read as if
+        nothing had run, though a cold phase of minutes had."""
+        from pytest_compilecache import lifetime
+
+        by = lifetime.received or "KeyboardInterrupt"
+        done = [f"{p} ({self.timings[f'{p}_process_s']:.1f} s)" if
+                self.timings.get(f"{p}_process_s") is not None else p for p in self.recs]
+        what = (f"the session was interrupted ({by}) during this check's {self.phase_now} "
+                f"phase" if self.phase_now else f"the session was interrupted ({by}) as this "
+                                                f"check started")
+        if done:
+            what += f", after its {' and '.join(done)} phase{'s' if len(done) > 1 else ''} " \
+                    f"had finished"
+        return CheckResult(nodeid=self.item.nodeid, verdict="not run", via=self.path.via,
+                           error=what + "; no verdict: run the check again", timings=self.timings)
+
     # -- the phases ----------------------------------------------------------------------
     def _phases(self) -> CheckResult:
         """Each phase the path plans, until one fails or the path stops; then its rule."""
         nodeid, root = self.item.nodeid, CacheRoot.create(self.item.nodeid, self.settings.root)
         self.roots.append(root)
         for i, plan in enumerate(self.path.phases):
-            phase = plan.name
+            phase = self.phase_now = plan.name
             try:
                 tree = self.session.baseline().tree() if plan.at_baseline else None
             except Exception as e:  # git problems: this check errors, the session goes on
@@ -242,6 +261,7 @@ class CheckRun:
 
     def _repeat(self, entry: Dict[str, Any], result: CheckResult) -> None:
         """A second cold run, relocated: same commit, so any key difference is nondeterminism."""
+        self.phase_now = "repeat"
         root = CacheRoot.create(self.item.nodeid + "-repeat", self.settings.root)
         cwd = root.path / "cwd"
         cwd.mkdir(mode=0o700)

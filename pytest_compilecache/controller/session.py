@@ -166,7 +166,14 @@ class CompileCacheSession:
         ends in the results, whatever happens on this side."""
         if self.role is Role.WORKER:
             self.ledger.publish("started", {"nodeid": item.nodeid})
-        results = [CheckRun(self, item, path).run() for path in self.warm_start_paths]
+        results = []
+        for path in self.warm_start_paths:
+            run = CheckRun(self, item, path)
+            try:
+                results.append(run.run())
+            except KeyboardInterrupt:  # what ran of it is said, not a bare `not run`
+                self._add(run.interrupted())
+                raise
         for result in results:
             self._add(result)
         return results
