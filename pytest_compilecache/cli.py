@@ -343,11 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=("auto", "cpu", "cuda"))
     b.set_defaults(func=cmd_bisect)
     c = sub.add_parser("clean", help="remove the cache roots that checks kept (failing ones, "
-                                     "or all with --compile-cache-keep)")
+                                     "or all with --compile-cache-keep) and what sessions "
+                                     "that did not finish left in the temp dir; never what a "
+                                     "running session made")
     c.add_argument("--root", help="where the roots are (--compile-cache-root; default: the "
                                   "temp dir)")
     c.add_argument("--min-age", type=float, default=60.0, metavar="MINUTES",
-                   help="leave roots touched more recently: a running session's (default: 60)")
+                   help="leave what was touched more recently (default: 60); what a "
+                        "running process made is left whatever its age")
     c.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
     c.set_defaults(func=cmd_clean)
     return p

@@ -53,9 +53,11 @@ class Ledger:
         self.started: Set[str] = set()
         self.collected: Set[str] = set()
         self.failed: Dict[str, str] = {}  # node id -> longrepr of a failed test report
+        self.manifests: Set[str] = set()  # the key manifests the workers wrote
 
     def publish(self, kind: str, data: Dict[str, Any]) -> None:
-        """A worker's record: the checks it `collected`, a check `started`, or a `result`.
+        """A worker's record: the checks it `collected`, a check `started`, a `result`,
+        or a key `manifest` it wrote.
         A refused write fails the worker's test with a line the controller's account
         quotes (the disk, not a crash)."""
         if self.results_dir:
@@ -87,6 +89,8 @@ class Ledger:
                     self.started.add(data["nodeid"])
                 elif f.name.startswith("collected-"):
                     self.collected.update(data["nodeids"])
+                elif f.name.startswith("manifest-"):  # the controller's summary names it
+                    self.manifests.add(str(data["path"]))
                 else:
                     r = CheckResult.from_json(data)
                     del data

@@ -91,7 +91,8 @@ class CompileCacheSession:
 
     @property
     def manifest_paths(self) -> set:
-        return self.history.manifest_paths
+        """The key manifests this session wrote: its own, and under xdist its workers'."""
+        return {str(p) for p in self.history.manifest_paths} | self.ledger.manifests
 
     def baseline(self) -> Any:
         return self.history.baseline()
@@ -176,6 +177,11 @@ class CompileCacheSession:
                 raise
         for result in results:
             self._add(result)
+        if self.role is Role.WORKER:  # the controller prints the `key manifest:` line
+            for written in sorted(map(str, self.history.manifest_paths)):
+                if written not in self.ledger.manifests:
+                    self.ledger.publish("manifest", {"path": written})
+                    self.ledger.manifests.add(written)
         return results
 
     @functools.cached_property
