@@ -1,6 +1,7 @@
 """How a session ends when something outside the checks goes wrong: a report that
-cannot be written, a store path that is a file, a phase that hangs. Real sessions;
-the checks' bodies do not compile (their phases still start real processes)."""
+cannot be written, a store path that is a file, an interrupt in a warm phase, a phase
+that hangs. Real sessions; the checks' bodies do not compile (their phases still start
+real processes that import torch: those tests are in the slow lane)."""
 from __future__ import annotations
 
 import os
@@ -87,6 +88,7 @@ def test_slow_warm(compile_cache):
 '''
 
 
+@pytest.mark.slow  # two phases' processes import torch (no compile): ~30 s
 def test_an_interrupt_in_the_warm_phase_says_the_cold_one_ran(tmp_path: Path) -> None:
     """SIGTERM (a CI cancel) while the warm phase runs: the check said `not run`, as if
     its finished cold phase had not run (issue 38)."""
@@ -117,3 +119,35 @@ def test_an_interrupt_in_the_warm_phase_says_the_cold_one_ran(tmp_path: Path) ->
     assert c["error"].startswith("the session was interrupted (SIGTERM) during this check's "
                                  "warm phase, after its cold ("), c["error"]
     assert c["error"].endswith("s) phase had finished; no verdict: run the check again")
+
+
+HANGS = '''
+import logging
+import time
+
+import pytest
+
+
+@pytest.mark.compile_cache
+def test_hangs():
+    logging.getLogger("loader").warning("loading the weights")  # held by pytest's capture
+    time.sleep(600)
+'''
+
+
+@pytest.mark.slow  # waits out a 12 s timeout after torch's import (no compile)
+def test_a_hung_phase_shows_where_it_hung(tmp_path: Path) -> None:
+    """A phase killed at its timeout showed none of its output (issue 38): what it
+    logged was held by pytest's capture of the test, which never ended. Its stacks are
+    written to its log shortly before the timeout, and quoted."""
+    import json
+
+    report = tmp_path / "r.json"
+    proc = _session(tmp_path, {"test_hangs.py": HANGS}, "--compile-cache-store=none",
+                    "--compile-cache-timeout=12", f"--compile-cache-report={report}")
+    [c] = json.loads(report.read_text())["checks"]
+    assert c["verdict"] == "error", (proc.stdout + proc.stderr)[-3000:]
+    assert c["error"].startswith("cold phase timed out after 12 s"), c["error"]
+    said = c["error"].split("--- last lines of its output ---\n", 1)[-1]
+    assert "Timeout (0:00:" in said and 'test_hangs.py", line 11 in test_hangs' in said, said
+    assert "more line(s) of its stacks in the log" in said and said.count("\n") < 40

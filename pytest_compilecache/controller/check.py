@@ -344,7 +344,7 @@ class CheckRun:
                 "out": str(root.phases / f"{phase}.json"), "device": s.device, "seed": 0,
                 "tolerance": s.warm_tolerance, "eager_tolerance": s.eager_tolerance,
                 "cold_outputs": str(root.phases / "cold-outputs.pt"),
-                "launcher_pid": os.getpid(), **(extra or {})}
+                "launcher_pid": os.getpid(), "timeout_s": s.timeout, **(extra or {})}
         job, spec["job_id_source"] = resolve_job_id(s.job_id, self.item.nodeid, os.environ)
         env = phase_env(os.environ, root, s.threads, spec_path, job)
         env.update(env_extra or {})
