@@ -61,10 +61,27 @@ def pytest_compilecache_between_phases(item, cache_root):
 '''
 
 
+# a test body (nothing compiles) whose warm phase shuts the plugin's private server down,
+# after test_linear4 has used it
+DIES_IN_WARM = '''
+
+@pytest.mark.compile_cache
+def test_dies_in_warm(compile_cache):
+    if compile_cache.phase == "warm":
+        import os
+        import socket
+
+        with socket.create_connection((os.environ["TORCHINDUCTOR_REDIS_HOST"],
+                                       int(os.environ["TORCHINDUCTOR_REDIS_PORT"]))) as s:
+            s.sendall(b"*2\\r\\n$8\\r\\nSHUTDOWN\\r\\n$6\\r\\nNOSAVE\\r\\n")
+            s.recv(100)
+'''
+
+
 @pytest.fixture(scope="module")
 def private(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
-    return run_repo(tmp_path_factory.mktemp("repo_remote"), {"test_remote.py": _tests(4)},
-                    "--compile-cache-via=remote")
+    return run_repo(tmp_path_factory.mktemp("repo_remote"),
+                    {"test_remote.py": _tests(4) + DIES_IN_WARM}, "--compile-cache-via=remote")
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +119,17 @@ def test_a_new_machine_starts_warm_from_redis(private: RepoRun) -> None:
     [port] = [n.split("127.0.0.1:")[1].split(";")[0] for n in c["notes"]
               if "a private redis-server at 127.0.0.1:" in n]
     assert not alive("127.0.0.1", int(port))
+
+
+def test_a_server_that_dies_in_the_warm_phase_is_its_error(private: RepoRun) -> None:
+    """torch's client reads the refused connections as misses: the check is the
+    server's `error`, never a `fail` (issue 38)."""
+    c = _check(private, "test_dies_in_warm")
+    assert c["verdict"] == "error", private.out[-3000:]
+    assert c["problems"][0].startswith("remote: the plugin's private redis-server at "
+                                       "127.0.0.1:"), c["problems"]
+    assert "stopped answering during the warm phase (DBSIZE got no reply): a fault of the " \
+           "server, not a verdict on the model" in c["problems"][0], c["problems"]
 
 
 def test_an_emptied_server_is_named_as_remote_misses(shared: RepoRun) -> None:
