@@ -144,7 +144,8 @@ def test_a_hung_phase_shows_where_it_hung(tmp_path: Path) -> None:
 
     report = tmp_path / "r.json"
     proc = _session(tmp_path, {"test_hangs.py": HANGS}, "--compile-cache-store=none",
-                    "--compile-cache-timeout=12", f"--compile-cache-report={report}")
+                    "--compile-cache-timeout=12", f"--compile-cache-report={report}",
+                    f"--compile-cache-root={tmp_path / 'roots'}")  # its kept root: here
     [c] = json.loads(report.read_text())["checks"]
     assert c["verdict"] == "error", (proc.stdout + proc.stderr)[-3000:]
     assert c["error"].startswith("cold phase timed out after 12 s"), c["error"]
