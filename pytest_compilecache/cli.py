@@ -280,18 +280,31 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
+    """The kept cache roots under --root and what killed sessions left in the temp dir
+    (lanes, locks, results, a private Redis server's directory): this user's only, and
+    never one whose owner process still runs (another session's, whatever its age)."""
     import shutil
 
-    from pytest_compilecache.isolation import kept_roots
+    from pytest_compilecache import leftovers
+    from pytest_compilecache.isolation import ROOT_PARTS, cache_roots
 
-    roots = kept_roots(args.root, args.min_age * 60)
-    for path, size in roots:
-        print(f"{'would remove' if args.dry_run else 'removed'} {path} ({size / 1e6:.1f} MB)")
+    found = leftovers.find(cache_roots(args.root), None, args.min_age * 60, ROOT_PARTS)
+    gone = [f for f in found if f.live_pid is None]
+    for f in gone:
+        print(f"{'would remove' if args.dry_run else 'removed'} {f.path} ({f.size / 1e6:.1f} "
+              f"MB; {f.what})")
         if not args.dry_run:
-            shutil.rmtree(path, ignore_errors=True)
-    total = sum(size for _, size in roots)
-    print(f"{len(roots)} kept cache root(s), {total / 1e6:.1f} MB"
+            shutil.rmtree(f.path, ignore_errors=True)
+    roots = sum(1 for f in gone if f.what == "a kept cache root")
+    total = sum(f.size for f in gone)
+    print(f"{roots} kept cache root(s) and {len(gone) - roots} directory(ies) of sessions that "
+          f"did not finish, {total / 1e6:.1f} MB"
           + (" (dry run: nothing removed)" if args.dry_run else " freed"))
+    live = [f for f in found if f.live_pid is not None]
+    if live:
+        pids = sorted({f.live_pid for f in live if f.live_pid is not None})
+        print(f"left {len(live)} in use by running session(s) (pid "
+              + ", ".join(map(str, pids)) + ")")
     return EXIT_OK
 
 
@@ -335,11 +348,14 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=("auto", "cpu", "cuda"))
     b.set_defaults(func=cmd_bisect)
     c = sub.add_parser("clean", help="remove the cache roots that checks kept (failing ones, "
-                                     "or all with --compile-cache-keep)")
+                                     "or all with --compile-cache-keep) and what sessions "
+                                     "that did not finish left in the temp dir; never what a "
+                                     "running session made")
     c.add_argument("--root", help="where the roots are (--compile-cache-root; default: the "
                                   "temp dir)")
     c.add_argument("--min-age", type=float, default=60.0, metavar="MINUTES",
-                   help="leave roots touched more recently: a running session's (default: 60)")
+                   help="leave what was touched more recently (default: 60); what a "
+                        "running process made is left whatever its age")
     c.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
     c.set_defaults(func=cmd_clean)
     return p

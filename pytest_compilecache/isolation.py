@@ -15,10 +15,11 @@ import os
 import re
 import stat
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
+
+from pytest_compilecache.leftovers import mark_owner
 
 CHILD_SPEC_ENV = "PYTEST_COMPILECACHE_CHILD"
 # set by the preloaded launcher in a forked phase: where the phase lists the installed
@@ -83,6 +84,7 @@ class CacheRoot:
         root = cls(path, (st.st_dev, st.st_ino))
         for d in (root.inductor, root.triton, root.tmp, root.phases):
             d.mkdir(mode=0o700)
+        mark_owner(path)  # `clean` leaves it while this process runs
         return root
 
     def tampered(self) -> Optional[str]:
@@ -134,25 +136,19 @@ def unsafe_parent(path: Path) -> Optional[str]:
 ROOT_PARTS = ("inductor", "triton", "tmp", "phases")
 
 
-def kept_roots(parent: Optional[str] = None, min_age_s: float = 3600.0) -> List[Tuple[Path, int]]:
-    """Cache roots of earlier checks under `parent` (default: the temp dir), with their
-    sizes: directories CacheRoot.create made (its prefix and its four subdirectories),
-    owned by this user and untouched for `min_age_s` (a running session's are newer)."""
+def cache_roots(parent: Optional[str] = None) -> List[Path]:
+    """The cache roots of checks under `parent` (default: the temp dir): directories
+    CacheRoot.create made (its prefix and its four subdirectories), owned by this user.
+    Which of them `clean` may remove (none a running session uses) is leftovers.find's."""
     base = Path(parent or tempfile.gettempdir())
     out = []
-    now = time.time()
     for path in sorted(base.glob("compilecache-*")):
         try:
-            st = path.lstat()
-            if not path.is_dir() or path.is_symlink() or st.st_uid != os.getuid() \
-                    or not all((path / p).is_dir() for p in ROOT_PARTS):
-                continue
-            newest = max((path / p).stat().st_mtime for p in ("", *ROOT_PARTS))
+            if path.is_dir() and not path.is_symlink() and path.lstat().st_uid == os.getuid() \
+                    and all((path / p).is_dir() for p in ROOT_PARTS):
+                out.append(path)
         except OSError:
             continue
-        if now - newest >= min_age_s:
-            out.append((path, sum(f.lstat().st_size for f in path.rglob("*")
-                                  if f.is_file() and not f.is_symlink())))
     return out
 
 

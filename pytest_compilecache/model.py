@@ -143,6 +143,7 @@ class PhaseSpec(TypedDict, total=False):
     eager_tolerance: Any  # --compile-cache-eager-tolerance
     cold_outputs: str     # the cold phase's outputs, compared by the next
     launcher_pid: int
+    timeout_s: float      # --compile-cache-timeout: its stacks are dumped just before
     job_id_source: str
     root: str             # the check's private cache root
     private: Dict[str, str]  # the cache settings the child keeps private

@@ -83,13 +83,19 @@ def test_a_damaged_stored_manifest_is_recorded_anew_and_said_so(tmp_path: Path) 
     assert set(json.loads(path.read_text())["checks"]) == {"t.py::test_b"}
 
 
-def test_clean_removes_kept_cache_roots_and_nothing_else(tmp_path, capsys) -> None:
+def test_clean_removes_kept_cache_roots_and_nothing_else(tmp_path, capsys,
+                                                        monkeypatch) -> None:
     import os
+    import tempfile
 
     from pytest_compilecache.cli import main
     from pytest_compilecache.isolation import CacheRoot
+    from pytest_compilecache.leftovers import OWNER_FILE
 
+    (tmp_path / "tmp").mkdir()  # the session dirs `clean` looks at: none of another test's
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     old = CacheRoot.create("tests/test_m.py::test_old", parent=str(tmp_path))
+    (old.path / OWNER_FILE).write_text("999999999 1\n")  # a session that ended
     (old.inductor / "entry").write_bytes(b"x" * 1000)
     new = CacheRoot.create("tests/test_m.py::test_new", parent=str(tmp_path))  # a running one
     other = tmp_path / "compilecache-notes"  # a name alike, not a cache root
@@ -103,3 +109,8 @@ def test_clean_removes_kept_cache_roots_and_nothing_else(tmp_path, capsys) -> No
     out = capsys.readouterr().out
     assert not old.path.exists() and new.path.exists() and other.exists()
     assert f"removed {old.path}" in out and "1 kept cache root(s)" in out
+    # this process made `new` and runs: in use, whatever its age
+    assert main(["clean", "--root", str(tmp_path), "--min-age", "0"]) == 0
+    out = capsys.readouterr().out
+    assert new.path.exists() and f"left 1 in use by running session(s) (pid {os.getpid()})" \
+        in out, out

@@ -106,3 +106,23 @@ def test_the_remote_tests_skip_without_the_redis_client(tmp_path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and " skipped" in out and " passed" not in out, out[-2000:]
     assert "no redis client for torch's remote caches: pip install -e '.[dev]'" in out
+
+
+def test_a_named_redis_server_that_refuses_is_a_usage_error_before_any_compile(
+        tmp_path) -> None:
+    """--compile-cache-redis at a port nobody listens on: each check compiled and then
+    errored with a 12-line traceback (issue 38); the docs promise an up-front usage
+    error. Needs no redis-server: the port refuses."""
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago refuses connections
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = session(tmp_path, "--compile-cache-via=remote",
+                   f"--compile-cache-redis=127.0.0.1:{port}")
+    err = proc.stdout + proc.stderr
+    assert proc.returncode == 4, err[-2000:]
+    assert f"--compile-cache-redis=127.0.0.1:{port}: no Redis server answers PING there " \
+           f"(Connection refused); start it" in err, err[-2000:]
+    assert "Traceback" not in err
+    assert not (tmp_path / "roots").exists()  # no check started

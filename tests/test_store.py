@@ -74,6 +74,8 @@ def test_repeat_names_the_nondeterministic_component_and_workers_share_the_store
     (stored,) = (tmp_path / "repo" / ".compilecache" / "manifests").glob("*/unknown.json")
     checks = json.loads(stored.read_text())["checks"]
     assert sorted(checks) == ["test_keys.py::test_jittery", "test_keys.py::test_stable"]
+    # the workers wrote it; the controller's summary names it (issue 38: it did not)
+    assert f"key manifest: {stored}" in run.out, run.out[-2000:]
 
 
 ENV = {"torch": "2.13.0", "triton": None, "cuda": None, "python": "3.11", "device": "cpu",

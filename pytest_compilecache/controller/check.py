@@ -26,7 +26,7 @@ from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
 from pytest_compilecache.model import (OK_VERDICTS, WIRE_VERSION, CheckResult, PhaseSpec,
                                        error_result)
 from pytest_compilecache.options import Settings
-from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
+from pytest_compilecache.paths.base import PathUnavailable, PhasePlan, WarmStartPath
 
 Timings = Dict[str, Optional[float]]
 
@@ -72,6 +72,7 @@ class CheckRun:
         self.notes: List[str] = []  # what launching the phases said
         self.cold_device: Optional[str] = None
         self.shared_root: Optional[Path] = None  # the variants' shared cache, if it took a turn
+        self.phase_now: Optional[str] = None  # the phase running or last asked for
 
     def run(self) -> CheckResult:
         try:
@@ -96,13 +97,31 @@ class CheckRun:
                                error=why + traceback.format_exc(limit=-3 if written else None),
                                cache_root=str(self.roots[0].path) if self.roots else None)
 
+    def interrupted(self) -> CheckResult:
+        """The check an interrupt (Ctrl-C, SIGTERM) stopped: `not run`, saying which
+        phases had finished and which one was stopped. A bare `not run` read as if
+        nothing had run, though a cold phase of minutes had."""
+        from pytest_compilecache import lifetime
+
+        by = lifetime.received or "KeyboardInterrupt"
+        done = [f"{p} ({self.timings[f'{p}_process_s']:.1f} s)" if
+                self.timings.get(f"{p}_process_s") is not None else p for p in self.recs]
+        what = (f"the session was interrupted ({by}) during this check's {self.phase_now} "
+                f"phase" if self.phase_now else f"the session was interrupted ({by}) as this "
+                                                f"check started")
+        if done:
+            what += f", after its {' and '.join(done)} phase{'s' if len(done) > 1 else ''} " \
+                    f"had finished"
+        return CheckResult(nodeid=self.item.nodeid, verdict="not run", via=self.path.via,
+                           error=what + "; no verdict: run the check again", timings=self.timings)
+
     # -- the phases ----------------------------------------------------------------------
     def _phases(self) -> CheckResult:
         """Each phase the path plans, until one fails or the path stops; then its rule."""
         nodeid, root = self.item.nodeid, CacheRoot.create(self.item.nodeid, self.settings.root)
         self.roots.append(root)
         for i, plan in enumerate(self.path.phases):
-            phase = plan.name
+            phase = self.phase_now = plan.name
             try:
                 tree = self.session.baseline().tree() if plan.at_baseline else None
             except Exception as e:  # git problems: this check errors, the session goes on
@@ -116,16 +135,20 @@ class CheckRun:
             if plan.fresh_root:  # the artifact travels, the directories don't
                 where = CacheRoot.create(f"{nodeid}-{self.path.via}", self.settings.root)
                 self.roots.append(where)
+            try:
+                env_extra = self.path.phase_env(plan)
+            except PathUnavailable as e:  # its server is gone: an error, never misses
+                return error_result(nodeid, phase, f"was not run: {e}", "", self.timings)
             if plan.shared_root:
                 shared = self.session.shared_root(nodeid)
                 if shared is None:  # no other variant of its function in the session
                     break
-                rec, failure = self._shared_turn(shared, plan)
+                rec, failure = self._shared_turn(shared, plan, env_extra)
                 where = root  # its files were moved into the check's own root
             else:
                 rec, failure = self.run_phase(where, phase, tree=tree,
                                               extra=self._extra(plan, where),
-                                              env_extra=self.path.phase_env(plan))
+                                              env_extra=env_extra)
             if failure is not None:
                 result = self.path.failed(phase, rec, failure)
                 if self.damage:  # the warm run's crash follows from the damaged cache
@@ -152,7 +175,7 @@ class CheckRun:
         self.session.timeline.mark("judged")
         return result
 
-    def _shared_turn(self, shared: Any, plan: PhasePlan
+    def _shared_turn(self, shared: Any, plan: PhasePlan, env_extra: Dict[str, str]
                      ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
         """This variant's turn over the cache its function's variants share (one at a
         time): run the phase there, enter what it wrote in the root's ledger, and give
@@ -166,7 +189,7 @@ class CheckRun:
             before = shared.written()
             rec, failure = self.run_phase(shared.root, plan.name,
                                           extra=self._extra(plan, shared.root),
-                                          env_extra=self.path.phase_env(plan))
+                                          env_extra=env_extra)
             if rec:
                 rec["variants"] = seen_by(before, rec, me)
                 shared.record(me, rec)
@@ -238,6 +261,7 @@ class CheckRun:
 
     def _repeat(self, entry: Dict[str, Any], result: CheckResult) -> None:
         """A second cold run, relocated: same commit, so any key difference is nondeterminism."""
+        self.phase_now = "repeat"
         root = CacheRoot.create(self.item.nodeid + "-repeat", self.settings.root)
         cwd = root.path / "cwd"
         cwd.mkdir(mode=0o700)
@@ -320,7 +344,7 @@ class CheckRun:
                 "out": str(root.phases / f"{phase}.json"), "device": s.device, "seed": 0,
                 "tolerance": s.warm_tolerance, "eager_tolerance": s.eager_tolerance,
                 "cold_outputs": str(root.phases / "cold-outputs.pt"),
-                "launcher_pid": os.getpid(), **(extra or {})}
+                "launcher_pid": os.getpid(), "timeout_s": s.timeout, **(extra or {})}
         job, spec["job_id_source"] = resolve_job_id(s.job_id, self.item.nodeid, os.environ)
         env = phase_env(os.environ, root, s.threads, spec_path, job)
         env.update(env_extra or {})

@@ -50,6 +50,12 @@ def no_space(path: Path, need: int = MIN_FREE) -> Optional[str]:
 def write_problem(what: str, path: object, e: OSError) -> str:
     """One line for a failed write: the path, the cause and whose problem it is."""
     cause = e.strerror or str(e)
+    blocker = _file_in_the_way(Path(str(path))) \
+        if e.errno in (errno.EEXIST, errno.ENOTDIR) else None
+    if blocker is not None:  # "File exists" alone names nothing a user can move
+        return (f"could not write {what} to {path}: {blocker} is a file, not a directory "
+                f"(errno {e.errno}); an environment problem, not the model: move or delete "
+                f"{blocker}, or choose another location")
     if e.errno in FULL_ERRNOS:
         advice = ("the disk is full: an environment problem, not the model nor the plugin; "
                   "free space there or choose another location")
@@ -59,6 +65,15 @@ def write_problem(what: str, path: object, e: OSError) -> str:
     else:
         advice = "an environment problem, not the model"
     return f"could not write {what} to {path}: {cause} (errno {e.errno}); {advice}"
+
+
+def _file_in_the_way(path: Path) -> Optional[Path]:
+    """The first of `path` and its ancestors that is there but is no directory, where a
+    directory had to be (the store, the report's directory), or None."""
+    for p in reversed((path, *path.parents)):
+        if p.exists() and not p.is_dir():
+            return p
+    return None
 
 
 def full_lines(log: Path, limit: int = 64 << 20, keep: int = 3) -> List[str]:

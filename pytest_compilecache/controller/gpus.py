@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
+from pytest_compilecache.leftovers import mark_owner
+
 LOCK_DIR_ENV = "PYTEST_COMPILECACHE_LOCK_DIR"
 
 
@@ -110,7 +112,9 @@ def session_lock_dir(chosen: Optional[str]) -> str:
     if chosen:
         return str(shared_lock_dir(Path(chosen)))
     if not os.environ.get(LOCK_DIR_ENV):
-        os.environ[LOCK_DIR_ENV] = tempfile.mkdtemp(prefix="pytest-compilecache-locks-")
+        made = tempfile.mkdtemp(prefix="pytest-compilecache-locks-")
+        mark_owner(Path(made))  # a killed session's is found by `clean`
+        os.environ[LOCK_DIR_ENV] = made
     return os.environ[LOCK_DIR_ENV]
 
 

@@ -22,6 +22,7 @@ from pytest_compilecache.controller.diskspace import write_problem
 from pytest_compilecache.controller.spool import PREFIX as SPOOLED
 from pytest_compilecache.controller.spool import Spool
 from pytest_compilecache.files import write_json_atomic
+from pytest_compilecache.leftovers import mark_owner
 from pytest_compilecache.model import CheckResult
 
 RESULTS_DIR_ENV = "PYTEST_COMPILECACHE_RESULTS_DIR"
@@ -30,6 +31,7 @@ RESULTS_DIR_ENV = "PYTEST_COMPILECACHE_RESULTS_DIR"
 def open_results_dir() -> str:
     """The controller's directory, inherited by the xdist workers it starts."""
     path = tempfile.mkdtemp(prefix="pytest-compilecache-results-")
+    mark_owner(Path(path))  # a killed session's is found by `clean`
     os.environ[RESULTS_DIR_ENV] = path
     return path
 
@@ -51,9 +53,11 @@ class Ledger:
         self.started: Set[str] = set()
         self.collected: Set[str] = set()
         self.failed: Dict[str, str] = {}  # node id -> longrepr of a failed test report
+        self.manifests: Set[str] = set()  # the key manifests the workers wrote
 
     def publish(self, kind: str, data: Dict[str, Any]) -> None:
-        """A worker's record: the checks it `collected`, a check `started`, or a `result`.
+        """A worker's record: the checks it `collected`, a check `started`, a `result`,
+        or a key `manifest` it wrote.
         A refused write fails the worker's test with a line the controller's account
         quotes (the disk, not a crash)."""
         if self.results_dir:
@@ -85,6 +89,8 @@ class Ledger:
                     self.started.add(data["nodeid"])
                 elif f.name.startswith("collected-"):
                     self.collected.update(data["nodeids"])
+                elif f.name.startswith("manifest-"):  # the controller's summary names it
+                    self.manifests.add(str(data["path"]))
                 else:
                     r = CheckResult.from_json(data)
                     del data

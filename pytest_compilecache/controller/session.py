@@ -73,6 +73,7 @@ class CompileCacheSession:
         self.report_problem: Optional[str] = None  # why the report could not be written
         self.report_said: List[str] = []  # what writing it replaced (a symlink, a mode)
         self.report_path = settings.report  # where it went (beside it: a clashing writer)
+        self.report_aside: Optional[str] = None  # where the earlier report went at start
         self.ledger = Ledger(None)  # the controller's gets its results dir in configure
         self.spool = Spool(None)  # and its checks go there as they finish
         self.progress = Progress()  # shows nothing until the session starts on a terminal
@@ -90,7 +91,8 @@ class CompileCacheSession:
 
     @property
     def manifest_paths(self) -> set:
-        return self.history.manifest_paths
+        """The key manifests this session wrote: its own, and under xdist its workers'."""
+        return {str(p) for p in self.history.manifest_paths} | self.ledger.manifests
 
     def baseline(self) -> Any:
         return self.history.baseline()
@@ -174,9 +176,21 @@ class CompileCacheSession:
         ends in the results, whatever happens on this side."""
         if self.role is Role.WORKER:
             self.ledger.publish("started", {"nodeid": item.nodeid})
-        results = [CheckRun(self, item, path).run() for path in self.warm_start_paths]
+        results = []
+        for path in self.warm_start_paths:
+            run = CheckRun(self, item, path)
+            try:
+                results.append(run.run())
+            except KeyboardInterrupt:  # what ran of it is said, not a bare `not run`
+                self._add(run.interrupted())
+                raise
         for result in results:
             self._add(result)
+        if self.role is Role.WORKER:  # the controller prints the `key manifest:` line
+            for written in sorted(map(str, self.history.manifest_paths)):
+                if written not in self.ledger.manifests:
+                    self.ledger.publish("manifest", {"path": written})
+                    self.ledger.manifests.add(written)
         return results
 
     @functools.cached_property
@@ -349,6 +363,11 @@ class CompileCacheSession:
                                                         or self.ledger.collected) \
                 else terminal.NO_CHECKS
             self._write_report(exitstatus)
+            if self.report_problem and session.exitstatus == pytest.ExitCode.OK:
+                # a CI job keyed on the exit status must not go green without its report
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                self.report_problem += ("; the exit status is 1 although the checks passed: "
+                                        "a job that reads the report must not pass without it")
         finally:
             self.ledger.close()
             self._close_shared()
@@ -374,7 +393,8 @@ class CompileCacheSession:
                 quiet=int(self.config.getoption("verbose", 0) or 0) < 0,
                 no_checks=self.no_checks, gone=self.gone, manifests=self.manifest_paths,
                 root=self.settings.root, report=self.report_path,
-                report_problem=self.report_problem, report_said=self.report_said)
+                report_problem=self.report_problem,
+                report_said=[x for x in (self.report_aside,) if x] + self.report_said)
 
 
 def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSession:
@@ -398,6 +418,9 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
     found += preflight.remote_problems(settings.via, settings.redis)
     if found:
         raise pytest.UsageError("\n".join(found))
+    from pytest_compilecache.leftovers import set_aside
+
+    session.report_aside = set_aside(settings.report)  # a killed session leaves none
     fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
     try:
         path = session_lock_dir(settings.lock_dir)

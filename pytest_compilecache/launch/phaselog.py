@@ -224,6 +224,13 @@ def useful_tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
     if footer and footer[0] > 0 and not crashed_after:  # a crash at exit stays in view
         out = out[:footer[0]]
     start = max(0, len(out) - lines)
+    hung = [i for i, line in enumerate(out) if line.startswith("Timeout (")]
+    if hung:  # a hung phase's stacks (child/phase.py), innermost frames first: their head
+        t = hung[-1]
+        rest = len(out) - (t + lines // 2)
+        return "\n".join(out[max(0, t - 10):t + lines // 2]
+                         + ([f"... ({rest} more line(s) of its stacks in the log)"]
+                            if rest > 0 else []))
     fatal = [i for i, line in enumerate(out) if line.startswith("Fatal Python error")]
     if fatal:  # keep what the process said before faulthandler's dump
         start = min(start, max(0, fatal[-1] - 10))

@@ -23,6 +23,7 @@ from pytest_compilecache.launch.descendants import kill_below
 from pytest_compilecache.launch.forkserver import VETO, VETO_STATUS
 from pytest_compilecache.launch.launcher import (LaunchResult, SubprocessLauncher, marked)
 from pytest_compilecache.launch.state import LauncherState
+from pytest_compilecache.leftovers import mark_owner
 from pytest_compilecache.lifetime import PHASE_ENV, child_preexec
 from pytest_compilecache.owndeps import plugin_only_modules
 from pytest_compilecache.launch.phaselog import (CappedLog, open_log, read_end,
@@ -150,6 +151,7 @@ class PreloadedLauncher:
         if self._lanes or self.off or not hasattr(os, "fork") or not hasattr(os, "wait4"):
             return
         self._home = Path(tempfile.mkdtemp(prefix="pytest-compilecache-lanes-"))
+        mark_owner(self._home)  # a killed session's is found by `clean`
         # no check's own: the job id is read again in each phase (a config entry)
         base = {k: v for k, v in env.items()
                 if k not in (CHILD_SPEC_ENV, PHASE_ENV) and k not in JOB_ID_ENV}

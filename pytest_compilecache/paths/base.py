@@ -107,6 +107,13 @@ class WarmStartPath:
         yield
 
 
+class PathUnavailable(Exception):
+    """What a path needs from outside the check is gone (the remote path's Redis server
+    stopped answering): raised by `phase_env`, the check is an `error` naming it and the
+    phase does not run. Running it would turn the outage into cache misses, a verdict on
+    the model."""
+
+
 class ArtifactFailed(Exception):
     """The warm process has nothing it can load: the path failed, not the model."""
 

@@ -16,13 +16,16 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
+from pytest_compilecache.paths.base import PathUnavailable
+
 INSTALL_HINT = ("install the server with your distribution's package (Debian/Ubuntu: "
                 "apt-get install redis-server) and the client with "
                 "pip install redis (from a checkout: pip install -e '.[remote]')")
 
 
-class RedisUnavailable(RuntimeError):
-    """No server to check the remote path with: a usage error naming the fix."""
+class RedisUnavailable(PathUnavailable):
+    """No server to check the remote path with, or the server stopped answering: the
+    check is an `error` naming the server (before the session: a usage error)."""
 
 
 def parse_address(value: str) -> Tuple[str, int]:
@@ -47,10 +50,22 @@ def command(host: str, port: int, *words: str, timeout: float = 2.0) -> str:
 
 
 def alive(host: str, port: int) -> bool:
+    return why_silent(host, port) is None
+
+
+def why_silent(host: str, port: int, timeout: float = 1.0) -> Optional[str]:
+    """Why no Redis server answers PING at host:port (refused, timed out, another
+    reply), or None when one does: the words a user can act on."""
     try:
-        return command(host, port, "PING", timeout=1.0) == "+PONG"
-    except OSError:
-        return False
+        reply = command(host, port, "PING", timeout=timeout)
+    except socket.timeout:
+        return f"no reply within {timeout:g} s"
+    except OSError as e:
+        return e.strerror or str(e) or type(e).__name__
+    if reply == "+PONG":
+        return None
+    return f"it replied {reply[:200]!r} to PING, not +PONG" if reply else \
+        "it closed the connection without a reply"
 
 
 class RedisServer:
@@ -74,7 +89,28 @@ class RedisServer:
 
     def flush(self) -> None:
         if self.owned:
-            command(self.host, self.port, "FLUSHALL")
+            try:
+                command(self.host, self.port, "FLUSHALL")
+            except OSError as e:
+                raise RedisUnavailable(self.gone(e.strerror or str(e))) from None
+
+    def ensure_answers(self, when: str) -> None:
+        """Before a phase: a server that stopped answering (killed, shut down, out of
+        memory) would make torch's remote caches miss silently (torch drops a refused
+        connection and reads a miss), which would read as a verdict on the model."""
+        why = why_silent(self.host, self.port)
+        if why:
+            raise RedisUnavailable(self.gone(why, when))
+
+    def gone(self, why: str, when: str = "") -> str:
+        """The message of a server that stopped answering, naming it and the fix."""
+        whose = ("the plugin's private redis-server" if self.owned
+                 else "your Redis server (--compile-cache-redis)")
+        fix = ("see its log in " + str(self.workdir / "redis.log") if self.owned and
+               self.workdir is not None else "restart it (or leave --compile-cache-redis out "
+               "to let the plugin start a private one) and run the check again")
+        return (f"{whose} at {self.address} stopped answering{' ' + when if when else ''} "
+                f"({why}): a fault of the server, not a verdict on the model; {fix}")
 
     def keys(self) -> Optional[int]:
         try:
@@ -97,13 +133,14 @@ class RedisServer:
     @classmethod
     def users(cls, value: str) -> "RedisServer":
         host, port = parse_address(value)
-        if not alive(host, port):
-            raise RedisUnavailable(f"no Redis server answers PING at {value} "
-                                   f"(--compile-cache-redis)")
+        why = why_silent(host, port)
+        if why:
+            raise RedisUnavailable(unreachable(value, why))
         return cls(host, port)
 
     @classmethod
     def start(cls, timeout: float = 20.0) -> "RedisServer":
+        from pytest_compilecache.leftovers import mark_owner
         from pytest_compilecache.lifetime import child_preexec
 
         exe = shutil.which("redis-server")
@@ -112,6 +149,7 @@ class RedisServer:
                                    + INSTALL_HINT)
         workdir = Path(tempfile.mkdtemp(prefix="compilecache-redis-"))
         workdir.chmod(0o700)
+        mark_owner(workdir)  # a killed session's is found by `clean`
         port = _free_port()
         proc = subprocess.Popen(
             [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
@@ -127,6 +165,13 @@ class RedisServer:
                 raise RedisUnavailable(f"redis-server did not start on 127.0.0.1:{port}:\n{log}")
             time.sleep(0.05)
         return server
+
+
+def unreachable(value: str, why: str) -> str:
+    """A named server that does not answer: the usage error's line."""
+    return (f"--compile-cache-redis={value}: no Redis server answers PING there ({why}); "
+            f"start it (redis-server --port PORT), fix HOST:PORT, or leave "
+            f"--compile-cache-redis out to let the plugin start a private redis-server")
 
 
 def _free_port() -> int:

@@ -47,6 +47,10 @@ class RemoteCaches(ArtifactPath):
                            else RedisServer.start())
         if plan.name == "cold":
             self.server.flush()  # a private server: nobody's entries warm this cold run
+        # a server that died since (between checks, or during the cold phase) is named
+        # here, before torch's client reads the outage as misses
+        self.server.ensure_answers("before the check's cold phase" if plan.name == "cold"
+                                   else f"after the cold phase, before the {plan.name} phase")
         return {**self.ENV, **self.server.env()}
 
     def close(self) -> None:
@@ -96,9 +100,13 @@ class RemoteCaches(ArtifactPath):
                                     f"{w.miss} time(s): the server holds nothing the cold "
                                     f"process put there")
         if self.server is not None and self.server.keys() is None:
-            res.problems.insert(0, f"remote: the Redis server at {self.server.address} did "
-                                   f"not answer after the warm phase: the remote caches were "
-                                   f"unreachable")
+            # torch's client reads a refused connection as a miss: what the layers say
+            # follows from the outage, and the check is the server's error
+            res.problems.insert(0, "remote: " + self.server.gone(
+                "DBSIZE got no reply", "during the warm phase")
+                + "; the remote caches were unreachable, so what follows is its "
+                  "consequence")
+            res.verdict = "error"
         return res  # its problems become the verdict in ArtifactPath.judge
 
     def not_applicable(self, form: str, case: Any) -> Optional[str]:

@@ -1,0 +1,143 @@
+"""What a session leaves in the temp dir when it cannot clean up (SIGKILL of the
+controller, the OOM killer, a machine that stops), found again by `pytest-compilecache
+clean`, and never what a running session still uses.
+
+Every directory a session makes (cache roots, the preloaded interpreters' lanes, the
+slot locks, the xdist results, a private Redis server's) carries an owner record: the
+pid of the process that made it and that process's start time. A directory whose owner
+still runs is in use, whatever its age (a session of another user's CI job on a shared
+runner: `clean --min-age 0` removed its live cache roots); a pid that was reused by
+another process has another start time. Directories of older versions have no record:
+only their age says. No pytest, no torch.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, List, Optional, Tuple
+
+OWNER_FILE = ".compilecache-owner"  # no .json: the results dir is read as *.json
+
+# the directories a session makes in the temp dir besides its cache roots, and what
+# each held (said by `clean`)
+SESSION_DIRS = (("pytest-compilecache-lanes-", "the preloaded interpreters' directory"),
+                ("pytest-compilecache-locks-", "the slot locks"),
+                ("pytest-compilecache-results-", "the xdist workers' results"),
+                ("compilecache-redis-", "a private redis-server's directory"))
+
+
+def _started(pid: int) -> Optional[str]:
+    """The start time of process `pid` (clock ticks since boot, /proc/PID/stat field
+    22), None where it does not run or /proc is not there."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def mark_owner(path: Path) -> None:
+    """Record this process as the owner of directory `path` (just made by it)."""
+    (path / OWNER_FILE).write_text(f"{os.getpid()} {_started(os.getpid()) or '-'}\n")
+
+
+def owner(path: Path) -> Tuple[Optional[int], bool]:
+    """The pid that made `path` and whether it still runs (the same process, not a
+    reuse of its pid); (None, False) for a directory without an owner record."""
+    try:
+        pid_s, _, started = (path / OWNER_FILE).read_text().strip().partition(" ")
+        pid = int(pid_s)
+    except (OSError, ValueError):
+        return None, False
+    now = _started(pid)
+    if now is not None:
+        return pid, started in ("-", now)
+    try:  # no /proc: whether the pid exists at all
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return pid, False
+    except OSError:  # another user's process under that pid: not ours, so not alive
+        return pid, False
+    return pid, True
+
+
+@dataclass
+class Found:
+    path: Path
+    size: int
+    what: str               # "a kept cache root", or what a session dir held
+    live_pid: Optional[int]  # the running process that uses it, if any
+
+
+def _mine(path: Path) -> bool:
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return path.is_dir() and not path.is_symlink() and st.st_uid == os.getuid()
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for f in path.rglob("*"):
+        try:
+            if f.is_file() and not f.is_symlink():
+                total += f.lstat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def _age_s(path: Path, parts: Tuple[str, ...] = ()) -> float:
+    try:
+        newest = max((path / p).stat().st_mtime for p in ("", *parts))
+    except (OSError, ValueError):
+        return 0.0
+    return time.time() - newest
+
+
+def session_dirs(tmp: Optional[str] = None) -> Iterator[Tuple[Path, str]]:
+    """This user's session directories in the temp dir, with what each held."""
+    base = Path(tmp or tempfile.gettempdir())
+    for prefix, what in SESSION_DIRS:
+        for path in sorted(base.glob(prefix + "*")):
+            if _mine(path):
+                yield path, what
+
+
+def find(roots: List[Path], tmp: Optional[str], min_age_s: float,
+         root_parts: Tuple[str, ...]) -> List[Found]:
+    """What `clean` may remove (live_pid None) and what it leaves because a running
+    process made it (live_pid set): the kept cache roots `roots`, and the session
+    directories in the temp dir, untouched for `min_age_s`."""
+    out = []
+    candidates = [(p, "a kept cache root", root_parts) for p in roots]
+    candidates += [(p, what, ()) for p, what in session_dirs(tmp)]
+    for path, what, parts in candidates:
+        pid, alive = owner(path)
+        if alive:
+            out.append(Found(path, 0, what, pid))
+        elif _age_s(path, parts) >= min_age_s:
+            out.append(Found(path, _size(path), what, None))
+    return out
+
+
+def set_aside(report: Optional[str]) -> Optional[str]:
+    """Move an earlier session's report at `report` to `<report>.previous` as this
+    session starts, and say so. A session that is killed (SIGKILL, the OOM killer) writes
+    no report; the old one left in place read as its own to CI. A report that a session
+    running now writes later is still merged at the end (render/report.write_report:
+    only reports written after this session started are)."""
+    if not report or not os.path.lexists(report) or os.path.isdir(report):
+        return None
+    aside = report + ".previous"
+    try:
+        os.replace(report, aside)
+    except OSError as e:  # the old report stays; the session goes on
+        return (f"the earlier report at {report} could not be moved aside to {aside} "
+                f"({e.strerror or e}): if this session does not finish, that report is "
+                f"not its own")
+    return f"the earlier report at {report} was moved to {aside} when this session started"

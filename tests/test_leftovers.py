@@ -1,0 +1,97 @@
+"""What a killed session leaves (SIGKILL of the controller, alone and under -n 2, with
+the remote path's private redis-server) is found and removed by `pytest-compilecache
+clean`, which never offers a running session's directories; the earlier report at the
+session's report path is moved aside when it starts, so a killed session leaves none
+that reads as its own. Real sessions and real signals; the check sleeps, nothing
+compiles. Each session has a temp dir of its own (TMPDIR): `clean` here never sees
+another test's or another session's directories."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from test_faults import marked
+
+SLEEPS = '''
+import time
+
+import pytest
+
+
+@pytest.mark.compile_cache
+def test_sleep():
+    time.sleep(300)
+'''
+
+
+def _clean(path: Path, *args: str) -> str:
+    env = {**os.environ, "TMPDIR": str(path / "tmp")}
+    proc = subprocess.run([sys.executable, "-m", "pytest_compilecache", "clean", "--root",
+                           str(path / "roots"), "--min-age", "0", *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def _ours(path: Path) -> List[str]:
+    """The session's directories: its temp dir's (pytest's own basetemp aside) and roots."""
+    return sorted([p.name for p in (path / "tmp").iterdir()
+                   if not p.name.startswith("pytest-of-")]
+                  + [p.name for p in (path / "roots").iterdir()])
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["alone", "xdist"])
+def test_clean_removes_what_a_killed_session_left_and_never_a_live_one(
+        tmp_path: Path, xdist: List[str]) -> None:
+    remote = ["--compile-cache-via=remote"] if shutil.which("redis-server") else []
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "roots").mkdir()
+    (tmp_path / "test_sleep.py").write_text(SLEEPS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    report = tmp_path / "report.json"
+    report.write_text('{"an": "earlier session\'s report"}')
+    key, value = "COMPILECACHE_LEFTOVERS_TEST", uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env.update({"TMPDIR": str(tmp_path / "tmp"), key: value})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-cache-check",
+         f"--compile-cache-report={report}", f"--compile-cache-root={tmp_path / 'roots'}",
+         *xdist, *remote], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        end = time.time() + 120
+        while not any(p.name.startswith("compilecache-test-sleep")
+                      for p in (tmp_path / "roots").iterdir()):
+            assert time.time() < end and proc.poll() is None, "the check never started"
+            time.sleep(0.2)
+        live = _ours(tmp_path)
+        # another session's `clean` while this one runs: nothing of it is offered
+        out = _clean(tmp_path, "--dry-run")
+        assert "would remove" not in out, out
+        assert "in use by running session(s)" in out, out
+        assert not report.exists()  # moved aside as the session started
+        assert (tmp_path / "report.json.previous").read_text().startswith('{"an"')
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    end = time.time() + 30
+    while marked(f"{key}={value}") and time.time() < end:
+        time.sleep(0.5)
+    assert not marked(f"{key}={value}")
+    left = _ours(tmp_path)
+    assert left, live  # the killed session could not clean up
+    assert not report.exists()  # no report that reads as the killed session's
+    out = _clean(tmp_path)
+    assert _ours(tmp_path) == [], (live, left, out)
+    assert "did not finish" in out and "in use" not in out, out
+    for name in left:
+        assert f"/{name} (" in out, out
