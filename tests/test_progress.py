@@ -1,5 +1,6 @@
-"""What a running check shows: a line per phase under -v; on a terminal a live
-`[cold phase N s]` that is erased again; nothing extra in a plain log (CI)."""
+"""What a running check shows on a terminal: a live `[cold phase N s]` that is erased
+again. (A line per phase under -v and nothing live in a log: test_user_programs.py's
+session asserts it; neither in a plain log: test_checks_hit.py's.)"""
 from __future__ import annotations
 
 import os
@@ -23,18 +24,12 @@ def test_body():
 '''
 
 
-def _session(path: Path, *args: str, tty: bool = False) -> str:
+def _session_on_a_terminal(path: Path) -> str:
     (path / "test_body.py").write_text(BODY)
     (path / "pytest.ini").write_text("[pytest]\n")
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-cache-check",
-            *args]
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-cache-check"]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI")}
     env["TERM"] = "xterm"
-    if not tty:
-        proc = subprocess.run(argv, cwd=path, env=env, capture_output=True, text=True,
-                              timeout=600)
-        assert proc.returncode == 0, proc.stdout[-3000:]
-        return proc.stdout
     controller, terminal = pty.openpty()
     proc = subprocess.Popen(argv, cwd=path, env=env, stdin=terminal, stdout=terminal,
                             stderr=terminal)
@@ -53,16 +48,9 @@ def _session(path: Path, *args: str, tty: bool = False) -> str:
     return out.decode(errors="replace")
 
 
-def test_verbose_shows_a_line_per_phase_and_nothing_live_in_a_log(tmp_path) -> None:
-    out = _session(tmp_path, "-v")
-    assert "    cold phase: " in out and "    warm phase: " in out, out[-3000:]
-    assert "test_body.py::test_body PASSED" in out  # pytest repeats the name before it
-    assert "[cold phase" not in out and "\b" not in out  # not a terminal: nothing live
-
-
 def test_a_terminal_shows_the_running_phase_live(tmp_path) -> None:
     """(A plain log, neither verbose nor a terminal, shows neither: test_checks_hit.py's
     session asserts it.)"""
-    live = _session(tmp_path, tty=True)
+    live = _session_on_a_terminal(tmp_path)
     assert "[cold phase " in live and "[warm phase " in live, live[-3000:]
     assert "    cold phase: " not in live

@@ -2,7 +2,17 @@
 body that seeds itself and draws inside its compiled call (kornia's KMeans), a token
 sampling loop, sizes drawn with Python's `random` (torch_geometric's dynamic-shape test),
 seeded by the suite or from the clock, and a body that asserts on
-`torch._dynamo.explain`."""
+`torch._dynamo.explain`.
+
+What a check says, read as its user reads it: a cache the test's own code switched off
+fails naming the setting, where it was set and the fix (a service running that code never
+starts warm); a phase that failed shows the test's own failure as its last lines of
+output, not the plugin's capture of torch's trace; under -v a line per phase, and nothing
+live in a log (test_progress.py has the terminal).
+
+One session over one model repo (its two test files), run with -v, real CPU compiles: a
+session pays for its preloaded interpreters and a check for its compiles once (CI time,
+issue 37)."""
 from __future__ import annotations
 
 import pytest
@@ -80,9 +90,33 @@ def test_explain_then_compile(compile_cache):
 '''
 
 
+# what a check says: the model repo's other file (collected, so checked, before test_programs.py)
+MESSAGES = '''
+import pytest
+import torch
+
+
+def scale(x):
+    return torch.sin(x) * 2 + 1
+
+
+@pytest.mark.compile_cache
+def test_fx_cache_off_in_code(compile_cache):
+    torch._inductor.config.fx_graph_cache = False  # as a service might, by accident
+    compile_cache.record("y", torch.compile(scale)(torch.randn(8)))
+
+
+@pytest.mark.compile_cache
+def test_fails_in_cold(compile_cache):
+    y = torch.compile(scale, backend="eager")(torch.randn(8))  # traced: trace events
+    assert y.sum() > 1e9, "the test's own assert"
+'''
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
-    return run_repo(tmp_path_factory.mktemp("repo_programs"), {"test_programs.py": TESTS})
+    return run_repo(tmp_path_factory.mktemp("repo_programs"),
+                    {"test_programs.py": TESTS, "test_messages.py": MESSAGES}, "-v")
 
 
 def _problems(c: dict) -> str:
@@ -126,3 +160,37 @@ def test_an_eager_rerun_that_asserts_on_a_compile_says_so(run: RepoRun) -> None:
     note = next(n for n in c["notes"] if "re-run eagerly" in n)
     assert "test_programs.py:" in note and "explanation.graph_count" in note, note
     assert "\n" not in note and "pluggy" not in note
+
+
+def test_a_cache_switched_off_in_the_tests_code_fails_naming_the_setting(run: RepoRun) -> None:
+    c = run.check("test_fx_cache_off_in_code")
+    setting = "torch._inductor.config.fx_graph_cache = False"
+    assert c["verdict"] == "fail", run.out[-4000:]
+    fx, aot = c["layers"]["fx_graph"], c["layers"]["aot_autograd"]
+    assert (fx["state"], fx["setting"]) == ("off", setting)
+    assert c["problems"] == [f"fx_graph: off - {fx['reasons'][0]}"]
+    assert fx["reasons"][0].startswith(f"{setting}, set in the test's code during the phase: "
+                                       f"a service with that setting never starts warm")
+    assert fx["reasons"][0].endswith("remove it, or set it True")
+    # AOTAutograd's own switch is on: the FX cache's is named, not its own
+    assert aot["state"] == "off" and aot["reasons"][0].startswith(
+        f"off because the FX graph cache is off ({setting}, set in the test's code")
+    assert f"  - fx_graph: {setting}, set in the test's code during the phase" in run.out
+    assert "TORCHINDUCTOR_AUTOGRAD_CACHE" not in run.out
+
+
+def test_a_failed_phase_shows_the_tests_failure_not_the_trace_capture(run: RepoRun) -> None:
+    c = run.check("test_fails_in_cold")
+    assert c["verdict"] == "error", run.out[-4000:]
+    tail = run.out.split("--- last lines of its output ---\n")[1].split("\n  compile+run:")[0]
+    assert "torch.__trace" not in run.out and "Captured log call" not in tail, tail
+    assert "E       AssertionError: the test's own assert" in tail, tail
+
+
+def test_verbose_shows_a_line_per_phase_and_nothing_live_in_a_log(run: RepoRun) -> None:
+    c = run.check("test_seeds_itself")
+    assert c["verdict"] == "pass", _problems(c) + run.out[-3000:]
+    assert "    cold phase: " in run.out and "    warm phase: " in run.out, run.out[-3000:]
+    # pytest repeats the name before it
+    assert "test_programs.py::test_seeds_itself PASSED" in run.out, run.out[-3000:]
+    assert "[cold phase" not in run.out and "\b" not in run.out  # not a terminal: nothing live
