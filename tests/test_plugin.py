@@ -3,10 +3,12 @@ import, and children that crash or hang (the session goes on)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Dict, Tuple
 
 import pytest
 
@@ -154,22 +156,52 @@ def pytest_sessionfinish(session):
 """
 
 
-@pytest.mark.slow  # a real hang, waited out to its timeout: about 40 s
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["no-xdist", "xdist"])
+XDIST = {"no-xdist": [], "xdist": ["-n", "2"]}
+
+
+@pytest.fixture(scope="module")
+def crash_hang(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Tuple[Path, pytest.RunResult]]:
+    """The session without xdist and the one under it, started together: each waits out
+    its hang's 25 s timeout, and the two waits overlap (CI time, issue 37)."""
+    started = {}
+    for mode, xdist in XDIST.items():
+        path = tmp_path_factory.mktemp(f"crash_hang_{mode}")
+        (path / "test_bad.py").write_text(CRASH_HANG)
+        (path / "conftest.py").write_text(CONTROLLER_PROBE)
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+        env.update(GRANDCHILD_PID_FILE=str(path / "grandchild.pid"),
+                   CONTROLLER_PROBE=str(path / "controller.json"),
+                   HOME=str(path))  # as pytester has it: no user's config
+        out, err = (open(path / name, "w+") for name in ("stdout", "stderr"))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", f"--basetemp={path / 'basetemp'}",
+             "--compile-cache-check", "--compile-cache-timeout=25", "-p", "no:cacheprovider",
+             f"--compile-cache-report={path / 'report.json'}", *xdist],
+            cwd=path, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        started[mode] = (path, proc, out, err, time.monotonic())
+    done = {}
+    try:
+        for mode, (path, proc, out, err, t0) in started.items():
+            ret = proc.wait(timeout=300)
+            lines = [(f.seek(0), f.read().splitlines())[1] for f in (out, err)]
+            done[mode] = (path, pytest.RunResult(ret, *lines, time.monotonic() - t0))
+    finally:
+        for path, proc, out, err, t0 in started.values():
+            if proc.poll() is None:
+                proc.kill()
+            out.close()
+            err.close()
+    return done
+
+
+@pytest.mark.slow  # a real hang, waited out to its timeout: about 40 s (both sessions at once)
+@pytest.mark.parametrize("mode", XDIST)
 def test_crash_and_hang_are_errors_and_the_session_goes_on(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list) -> None:
-    pidfile = pytester.path / "grandchild.pid"
-    probe = pytester.path / "controller.json"
-    monkeypatch.setenv("GRANDCHILD_PID_FILE", str(pidfile))
-    monkeypatch.setenv("CONTROLLER_PROBE", str(probe))
-    pytester.makepyfile(test_bad=CRASH_HANG)
-    pytester.makeconftest(CONTROLLER_PROBE)
-    report = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess(
-        "--compile-cache-check", "--compile-cache-timeout=25", "-p", "no:cacheprovider",
-        f"--compile-cache-report={report}", *xdist, timeout=300)
+        crash_hang: Dict[str, Tuple[Path, pytest.RunResult]], mode: str) -> None:
+    path, result = crash_hang[mode]
     result.assert_outcomes(passed=1, failed=4)
-    checks = {c["nodeid"].split("::")[-1]: c for c in json.loads(report.read_text())["checks"]}
+    checks = {c["nodeid"].split("::")[-1]: c
+              for c in json.loads((path / "report.json").read_text())["checks"]}
     assert {n: c["verdict"] for n, c in checks.items()} == {
         "test_crash": "error", "test_hang": "error", "test_fails_in_body": "error",
         "test_fixture_fails": "error"}
@@ -181,9 +213,9 @@ def test_crash_and_hang_are_errors_and_the_session_goes_on(
     assert "did not run" in checks["test_fixture_fails"]["error"]
     assert "the model fixture exploded" in checks["test_fixture_fails"]["error"]
     # the hung child's own subprocess died with its process group
-    assert not _alive(int(pidfile.read_text()))
+    assert not _alive(int((path / "grandchild.pid").read_text()))
     # the controller itself never imported torch
-    assert json.loads(probe.read_text()) == {"torch_imported": False}
+    assert json.loads((path / "controller.json").read_text()) == {"torch_imported": False}
 
 
 def _alive(pid: int, grace_s: float = 10.0) -> bool:
