@@ -219,7 +219,7 @@ def test_cli_show_and_diff_read_json_without_torch(repo):
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert "drifted   tests/test_net.py::test_net" in proc.stdout
     assert "inductor_config[epilogue_fusion]: True -> False" in proc.stdout
-    assert not [l for l in proc.stderr.splitlines() if l.rstrip().endswith("| torch")]
+    assert not [line for line in proc.stderr.splitlines() if line.rstrip().endswith("| torch")]
     same = run(path, "-m", "pytest_compilecache", "diff", str(stored[shas[0]]), str(stored[shas[1]]))
     assert same.returncode == 0 and "unchanged" in same.stdout
     shown = run(path, "-m", "pytest_compilecache", "show", str(stored[shas[2]]))

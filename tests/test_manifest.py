@@ -9,7 +9,8 @@ def entry(**graphs):
         for gid, (key, comps) in graphs.items()}}
 
 
-BASE = entry(**{"fx_graph:0/0": ("f1", [("gm", "g1", "a\\nb = x * 2.0"), ("inductor_config[x]", "c1", "True")])})
+BASE = entry(**{"fx_graph:0/0": ("f1", [("gm", "g1", "a\\nb = x * 2.0"),
+                                         ("inductor_config[x]", "c1", "True")])})
 
 
 def test_same_keys_are_unchanged_and_missing_sides_are_new_or_gone():
@@ -27,7 +28,8 @@ def test_a_check_with_no_keys_at_either_side_is_not_unchanged():
 
 
 def test_drift_lists_components_by_hash_and_diffs_graph_code():
-    head = entry(**{"fx_graph:0/0": ("f2", [("gm", "g2", "a\\nb = x * 3.0"), ("inductor_config[x]", "c1", "True")])})
+    head = entry(**{"fx_graph:0/0": ("f2", [("gm", "g2", "a\\nb = x * 3.0"),
+                                             ("inductor_config[x]", "c1", "True")])})
     cmp = mf.compare_check(BASE, head)
     assert cmp["status"] == "drifted"
     (g,) = cmp["graphs"]
@@ -36,7 +38,8 @@ def test_drift_lists_components_by_hash_and_diffs_graph_code():
 
 
 def test_allow_list_accepts_only_matching_components():
-    head = entry(**{"fx_graph:0/0": ("f3", [("gm", "g1", "a\\nb = x * 2.0"), ("inductor_config[x]", "c2", "False")])})
+    head = entry(**{"fx_graph:0/0": ("f3", [("gm", "g1", "a\\nb = x * 2.0"),
+                                             ("inductor_config[x]", "c2", "False")])})
     assert mf.compare_check(BASE, head, ["inductor_config[*]"])["status"] == "accepted"
     assert mf.compare_check(BASE, head, ["gm"])["status"] == "drifted"
     assert mf.compare_check(BASE, head, ["*"])["status"] == "accepted"
@@ -59,7 +62,8 @@ def test_environment_id_is_readable_and_distinguishes_gpus():
 
 
 def test_changed_components_skip_accepted_graphs_and_name_structural_changes():
-    head = entry(**{"fx_graph:0/0": ("f3", [("gm", "g1", "a\\nb = x * 2.0"), ("inductor_config[x]", "c2", "False")])})
+    head = entry(**{"fx_graph:0/0": ("f3", [("gm", "g1", "a\\nb = x * 2.0"),
+                                             ("inductor_config[x]", "c2", "False")])})
     accepted = mf.compare_check(BASE, head, ["inductor_config[*]"])
     assert mf.changed_components(accepted) == ["inductor_config[x]"]
     assert mf.changed_components(accepted, include_accepted=False) == []
