@@ -72,7 +72,9 @@ def test_sizes_from_python_random(compile_cache, seeding):
     f = torch.compile(lin, dynamic=True)
     opt = torch.optim.Adam(lin.parameters())
     for _ in range(2):
-        n = random.randrange(10, 50)
+        # not 16: a batch equal to the feature size would be duck-sized into one symbol
+        # by dynamic=True, another graph (a clock-drawn 16 failed a CI run on it, 1 in 40)
+        n = random.randrange(17, 50)
         f(torch.randn(n, 16)).sum().backward()
         opt.step()
         opt.zero_grad()
