@@ -140,12 +140,15 @@ def cache_roots(parent: Optional[str] = None) -> List[Path]:
     """The cache roots of checks under `parent` (default: the temp dir): directories
     CacheRoot.create made (its prefix and its four subdirectories), owned by this user.
     Which of them `clean` may remove (none a running session uses) is leftovers.find's."""
+    from pytest_compilecache.leftovers import OWNER_FILE
+
     base = Path(parent or tempfile.gettempdir())
     out = []
     for path in sorted(base.glob("compilecache-*")):
-        try:
+        try:  # a root a killed session was still making lacks parts but has its owner
             if path.is_dir() and not path.is_symlink() and path.lstat().st_uid == os.getuid() \
-                    and all((path / p).is_dir() for p in ROOT_PARTS):
+                    and (all((path / p).is_dir() for p in ROOT_PARTS)
+                         or (path / OWNER_FILE).is_file()):
                 out.append(path)
         except OSError:
             continue

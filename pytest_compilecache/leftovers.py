@@ -93,7 +93,8 @@ def _size(path: Path) -> int:
 
 def _age_s(path: Path, parts: Tuple[str, ...] = ()) -> float:
     try:
-        newest = max((path / p).stat().st_mtime for p in ("", *parts))
+        newest = max((path / p).stat().st_mtime for p in ("", *parts)
+                     if p == "" or (path / p).exists())  # a half-made root lacks some
     except (OSError, ValueError):
         return 0.0
     return time.time() - newest
