@@ -254,11 +254,15 @@ def test_a_warm_run_that_agrees_with_a_fresh_compile_on_its_gpu_passes_naming_bo
     assert res.outputs["fresh_vs_warm"]["ok"] is True
 
 
+def _differs(rec: Dict[str, Any], phase: str) -> None:
+    """The phase's comparison with its reference, failed on the MLP's output."""
+    rec["recs"][phase]["compare_cold"].update(ok=False, mismatches=[
+        {"name": "call0:MLP", "message": "differs (max abs diff 0.5)", "max_abs_diff": 0.5}])
+
+
 def test_a_warm_run_that_differs_from_a_fresh_compile_on_its_gpu_is_a_false_hit() -> None:
     rec = _on_two_gpus()
-    cmp = rec["recs"]["fresh"]["compare_cold"]
-    cmp.update(ok=False, mismatches=[{"name": "call0:MLP", "message": "differs (max abs "
-                                      "diff 0.5)", "max_abs_diff": 0.5}])
+    _differs(rec, "fresh")
     res = rejudge(rec, via="other_gpu")
     assert res.verdict == "fail"
     [problem] = res.problems
@@ -269,9 +273,7 @@ def test_a_warm_run_that_differs_from_a_fresh_compile_on_its_gpu_is_a_false_hit(
 
 def test_warm_against_cold_on_another_gpu_is_information_where_the_fresh_compile_agrees() -> None:
     rec = _on_two_gpus()
-    cmp = rec["recs"]["warm"]["compare_cold"]
-    cmp.update(ok=False, mismatches=[{"name": "call0:MLP", "message": "differs (max abs "
-                                      "diff 0.5)", "max_abs_diff": 0.5}])
+    _differs(rec, "warm")
     res = rejudge(rec, via="other_gpu")
     assert res.verdict == "pass", res.problems
     assert any(n.startswith("warm differs from cold (") and "a fresh compile there agrees" in n

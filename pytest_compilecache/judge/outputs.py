@@ -72,6 +72,18 @@ def _kept(rows: List[Dict[str, Any]], rank: Callable[[Dict[str, Any]], float],
                   key=rank, reverse=True)
 
 
+def fresh_reference(res: CheckResult, fresh: Optional[PhaseRecord],
+                    what: str) -> Optional[ColdComparison]:
+    """A scenario's fresh compile as the warm run's reference (the deploy scenario, a
+    warm run on another GPU): its comparison into the report, a problem where it made
+    none; the scenario says what a difference means."""
+    cmp = fresh.compare_cold if fresh is not None else None
+    res.outputs["fresh_vs_warm"] = as_written(cmp, failed_names(cmp)) or {}
+    if cmp is None:
+        res.problems.append(f"outputs: {what} made no comparison with the warm run")
+    return cmp
+
+
 def failed_names(*cmps: Union[None, ColdComparison, EagerComparison]) -> Set[str]:
     """The tensors any of these comparisons failed on."""
     return {m.name for c in cmps if c is not None for m in c.mismatches}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from pytest_compilecache.judge.outputs import as_written, failed_names
+from pytest_compilecache.judge.outputs import fresh_reference
 from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike, phase_records
 from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots
 from pytest_compilecache.paths.local import LocalRestart
@@ -33,15 +33,11 @@ class Deploy(LocalRestart):
         phases = phase_records(recs)
         res = super().judge(nodeid, phases, snaps, timings, triton_dir)
         fresh = phases.get("fresh")
-        cmp = fresh.compare_cold if fresh is not None else None
-        res.outputs["fresh_vs_warm"] = as_written(cmp, failed_names(cmp)) or {}
+        cmp = fresh_reference(res, fresh, "the fresh compile of this commit's code")
         n = len(random_tensors(phases["warm"]))
         seeded = (f"; {n} tensor(s) change with the random seed, which eager cannot judge "
                   f"at all" if n else "")
-        if cmp is None:
-            res.problems.append("outputs: the fresh compile of this commit's code made no "
-                                "comparison with the warm run")
-        elif not cmp.ok:
+        if cmp is not None and not cmp.ok:
             first = cmp.mismatches[0]
             res.problems.append(
                 f"outputs: the warm run (the baseline's caches under this commit's code) differs "
@@ -50,7 +46,7 @@ class Deploy(LocalRestart):
                 f"returns the baseline's numbers (the fresh compile, on an empty cache with "
                 f"the same seed, is the reference a stale entry cannot hide from, as it can "
                 f"within compiled vs eager's tolerance{seeded})")
-        else:
+        elif cmp is not None:
             noise = f", {len(cmp.within_noise)} within arithmetic noise" if cmp.within_noise else ""
             res.notes.append(f"a fresh compile of this commit's code on an empty cache, the "
                              f"reference a stale entry cannot hide from, computed what the "

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from pytest_compilecache.judge.outputs import as_written, failed_names
+from pytest_compilecache.judge.outputs import fresh_reference
 from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike, phase_records
 from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots
 from pytest_compilecache.paths.local import LocalRestart
@@ -44,12 +44,8 @@ class OtherGpu(LocalRestart):
             return res
         cold, warm, fresh = phases["cold"], phases["warm"], phases["fresh"]
         where = _gpu(warm)
-        cmp = fresh.compare_cold
-        res.outputs["fresh_vs_warm"] = as_written(cmp, failed_names(cmp)) or {}
-        if cmp is None:
-            res.problems.append(f"outputs: the fresh compile on {where} made no comparison "
-                                f"with the warm run")
-        elif not cmp.ok:
+        cmp = fresh_reference(res, fresh, f"the fresh compile on {where}")
+        if cmp is not None and not cmp.ok:
             first = cmp.mismatches[0]
             res.problems.append(
                 f"outputs: the warm run on {where}, which loaded {loaded_entries(warm)} "
@@ -58,7 +54,7 @@ class OtherGpu(LocalRestart):
                 f"entry built on another GPU returns other numbers there: a key blind to the "
                 f"device (pytorch#188390); give each GPU its own cache dir, or keep the "
                 f"device index in the key (both GPUs visible)")
-        else:
+        elif cmp is not None:
             demoted = [p for p in res.problems if p.startswith(_WARM_VS_COLD)]
             res.problems = [p for p in res.problems if p not in demoted]
             if demoted and not res.problems:  # those were its only problems
