@@ -39,6 +39,16 @@ def _started(pid: int) -> Optional[str]:
     return stat[stat.rindex(")") + 2:].split()[19]
 
 
+def _zombie(pid: int) -> bool:
+    """Whether `pid` has exited and waits to be reaped (/proc/PID/stat state Z): where
+    no init reaps orphans (a container), a killed session's children stay so."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2:].split()[0] == "Z"
+
+
 def mark_owner(path: Path) -> None:
     """Record this process as the owner of directory `path` (just made by it)."""
     (path / OWNER_FILE).write_text(f"{os.getpid()} {_started(os.getpid()) or '-'}\n")
@@ -52,6 +62,8 @@ def owner(path: Path) -> Tuple[Optional[int], bool]:
         pid = int(pid_s)
     except (OSError, ValueError):
         return None, False
+    if _zombie(pid):  # a killed session's child that nobody reaped: it runs nothing
+        return pid, False
     now = _started(pid)
     if now is not None:
         return pid, started in ("-", now)
