@@ -10,7 +10,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytest_compilecache import jsonfile
 from pytest_compilecache.history import manifest as mf
@@ -168,7 +168,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         print(f"pytest-compilecache bisect: {e}", file=sys.stderr)
         return EXIT_USAGE
     finally:
-        if not any(manifests.logdir.glob("*.log")):  # nothing recorded: no log to point to
+        if not manifests.recorded:  # nothing recorded: no log to point to
             import shutil
 
             shutil.rmtree(manifests.logdir, ignore_errors=True)
@@ -194,6 +194,26 @@ class _BisectManifests:
         self.options = [f"--compile-cache-device={args.device}"]
         self.logdir = Path(tempfile.mkdtemp(prefix="compilecache-bisect-"))
         self.recorded: List[str] = []
+
+    def good(self, commit: Dict[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
+        """GOOD's manifest and the checks the arguments select: where the store holds
+        GOOD's keys for every check a collect-only session at GOOD lists (seconds), it is
+        read, not recorded again (a recording compiles every check)."""
+        from pytest_compilecache.history import git as history
+        from pytest_compilecache.history.baseline import collect_checks
+
+        found = self.store.read(self.env_id, commit["sha"])
+        if found is not None and found.get("checks"):
+            with history.worktree(self.repo, commit["sha"]) as tree:
+                log = self.logdir / f"{commit['short']}.collect.log"
+                checks = collect_checks(tree, self.pytest_args, self.options, log,
+                                        cwd=tree / self.rel_cwd)
+            if checks and all(c in found["checks"] for c in checks):
+                print(f"  {commit['short']}: read from {self.store.root} "
+                      f"({len(checks)} check(s) the arguments select)", flush=True)
+                return found, checks
+        base = self.at(commit, None)  # recorded to learn which checks the args select
+        return base, sorted(base["checks"])
 
     def at(self, commit: Dict[str, Any], targets: Optional[List[str]]) -> Dict[str, Any]:
         """The commit's manifest holding `targets` (None: exactly what pytest_args select,
@@ -232,9 +252,8 @@ class _BisectManifests:
 def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str,
             manifests: _BisectManifests) -> int:
     """`manifests.store`: where every manifest tested is, with its components."""
-    base = manifests.at(good, None)  # GOOD is recorded to learn which checks the args select
+    base, targets = manifests.good(good)
     store = manifests.store
-    targets = sorted(base["checks"])
     if not targets:
         raise Unrecordable(f"the selected checks recorded no keys at {good['short']}")
     cache: Dict[int, bool] = {}

@@ -18,12 +18,14 @@ KEPT_VERDICTS = ("error", "n/a", "recorded")
 
 @dataclass
 class LayerVerdict:
-    state: str                 # hit | miss | bypass | off | n/a
+    state: str                 # hit | miss | bypass | off | n/a | accepted
     cold: str = ""             # what the cold run did, e.g. "miss 2, saved 2"
     warm: str = ""             # what the warm run did
     reasons: List[str] = field(default_factory=list)
     files: List[str] = field(default_factory=list)  # files the warm run added
     setting: Optional[str] = None  # the config setting that switched the layer off
+    # a miss or bypass the maintainer accepts as a known cost (judge/accepted.py): by whom
+    accepted: Optional[str] = None
 
 
 @dataclass
@@ -81,7 +83,9 @@ class CheckResult:
             nodeid=self.nodeid, verdict=self.verdict, device=self.device,
             device_name=self.device_name, versions=self.versions, via=self.via,
             cache_root=self.cache_root, notes=self.notes[:1] if self.verdict == "n/a" else [],
-            drift=drift, layers={n: LayerVerdict(state=lv.state) for n, lv in self.layers.items()},
+            drift=drift, layers={n: LayerVerdict(state=lv.state, accepted=lv.accepted,
+                                                 reasons=lv.reasons[:2] if lv.accepted else [])
+                                 for n, lv in self.layers.items()},
             timings={k: self.timings[k] for k in ("cold_s", "warm_s") if k in self.timings},
             dynamo=self.dynamo, outputs=self._eager_summary())
 

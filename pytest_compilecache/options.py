@@ -67,6 +67,18 @@ def parse_patterns(value: str) -> Tuple[str, ...]:
     return tuple(p.strip() for p in value.replace("\n", ",").split(",") if p.strip())
 
 
+def parse_layers(value: str) -> Tuple[str, ...]:
+    """Comma-separated cache layers (--compile-cache-accept)."""
+    from pytest_compilecache.judge.accepted import unknown_layers
+    from pytest_compilecache.layers import LAYERS
+
+    names = parse_patterns(value)
+    wrong = unknown_layers(names, LAYERS)
+    if wrong:
+        raise argparse.ArgumentTypeError(wrong)
+    return names
+
+
 def parse_gpus(value: str) -> str:
     from pytest_compilecache.controller.gpus import parse_gpus as parse
 
@@ -194,6 +206,11 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
     ("allow-drift", "string", None, parse_patterns,
      "key components that may change against the baseline, as comma-separated patterns "
      "with * and ? wildcards (e.g. 'inductor_config[*]'); '*' reports drift without failing"),
+    ("accept", "string", None, parse_layers,
+     "cache layers whose miss every check accepts as a known warm-start cost, e.g. "
+     "dynamo_pgo for a service that runs no PGO job id: shown as `accepted` with its "
+     "reasons, not failed (one check: @pytest.mark.compile_cache_accept('dynamo_pgo', "
+     "reason='...'))"),
     ("gpus", "string", "auto", parse_gpus,
      "GPUs the checks run on: auto (CUDA_VISIBLE_DEVICES, else every GPU; CUDA is never "
      "initialised to find them) or a list such as 0,1,3"),
@@ -224,7 +241,7 @@ _METAVARS = {"jobs-per-gpu": "K", "warm-on-other-gpu": "index|pinned",
              "launcher": "preloaded|fresh", "launcher-state": "DIR|none",
              "via": "PATHS", "redis": "HOST:PORT",
              "job-id": "inherit|per-check|VALUE", "baseline": "REF",
-             "allow-drift": "PATTERNS",
+             "allow-drift": "PATTERNS", "accept": "LAYERS",
              "shard": "I/N", "shard-times": "REPORT", "select": "FILE",
              "warm-tolerance": "ATOL,RTOL", "eager-tolerance": "ATOL,RTOL"}
 _FLAGS = (
@@ -307,6 +324,7 @@ class Settings:
     store: Optional[str] = None
     baseline: Optional[str] = None
     allow_drift: Tuple[str, ...] = ()
+    accept: Tuple[str, ...] = ()
     select: Optional[str] = None
     baseline_warm: bool = False
     repeat: bool = False

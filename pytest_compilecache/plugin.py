@@ -33,6 +33,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "compile_cache(**compile_kwargs): a torch.compile cache check; with "
         "--compile-cache-check it is compiled cold then warm in fresh processes and fails "
         "when a cache layer misses. Keyword arguments go to torch.compile.")
+    config.addinivalue_line(
+        "markers",
+        "compile_cache_accept(*layers, reason=None): the compile-cache check accepts these "
+        "layers' miss as a known warm-start cost (e.g. 'dynamo_pgo'); shown as accepted.")
     spec_path = os.environ.pop(CHILD_SPEC_ENV, None)  # not for the test's own subprocesses
     if spec_path:
         _register_phase_child(config, spec_path)

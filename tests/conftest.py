@@ -95,6 +95,7 @@ class RepoRun:
         self.ret = proc.returncode
         self.out = proc.stdout + proc.stderr
         self.report = report
+        self.path: Optional[Path] = None  # the model repo it ran in (run_repo)
 
     def check(self, name: str) -> Dict[str, Any]:
         assert self.report is not None, self.out[-3000:]
@@ -123,4 +124,6 @@ def run_repo(path: Path, files: Dict[str, str], *args: str, timeout: float = 900
         cwd=path, env={**base, "PYTHONPATH": str(path), **(env or {})}, capture_output=True,
         text=True, timeout=timeout)
     data = json.loads(report.read_text()) if report.exists() else None
-    return RepoRun(proc, data)
+    run = RepoRun(proc, data)
+    run.path = path
+    return run

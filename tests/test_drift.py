@@ -187,8 +187,9 @@ def test_deploy_scenario_fails_and_names_the_drifted_component(repo):
 
 def test_bisect_finds_the_first_drifting_commit(repo):
     """GOOD's stored manifest also holds a check these arguments do not select (a session
-    that checked more): bisect compares the checks its arguments select, so it records
-    GOOD for them rather than ask every commit for the other check."""
+    that checked more): bisect compares the checks its arguments select, learnt from a
+    collect-only session at GOOD (seconds), and reads GOOD's keys from the store instead
+    of recording them again (issue 38: a recording compiles every check)."""
     path, shas = repo["path"], repo["shas"]
     (good,) = [f for f in (path / ".compilecache" / "manifests").rglob(f"{shas[0]}.json")]
     original = good.read_text()
@@ -208,6 +209,8 @@ def test_bisect_finds_the_first_drifting_commit(repo):
     assert f"first commit whose cache keys differ from {shas[0][:10]}: {shas[2]} \"tune inductor\"" in out
     assert "inductor_config[epilogue_fusion]: True -> False" in out
     assert "of 5 commits tested" in out
+    assert f"  {shas[0][:10]}: read from " in out and "(1 check(s) the arguments select)" in out
+    assert f"recording {shas[0][:10]}" not in out
 
 
 def test_cli_show_and_diff_read_json_without_torch(repo):

@@ -27,6 +27,16 @@ def test_varying_batch(compile_cache):
             serve(torch.randn(n, 16, device=compile_cache.device))
 
 
+@pytest.mark.compile_cache
+@pytest.mark.compile_cache_accept("dynamo_pgo", reason="no PGO job id in production")
+def test_varying_batch_accepted(compile_cache):
+    model = MLP().to(compile_cache.device).eval()
+    serve = torch.compile(model)
+    with torch.no_grad():
+        for n in (4, 7, 9):
+            serve(torch.randn(n, 16, device=compile_cache.device))
+
+
 def make_layer():  # as einops builds its layers: a function closing over another
     def act(t):
         return torch.relu(t) + 1
@@ -45,14 +55,14 @@ def test_varying_batch_in_a_closure(compile_cache):
 '''
 
 
-PLAIN = ("-k", "test_varying_batch and not closure")
+PLAIN = ("-k", "test_varying_batch and not closure and not accepted")
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, RepoRun]:
     files = {"test_serve.py": TESTS}
     return {
-        "none": run_repo(tmp_path_factory.mktemp("pgo_none"), files),
+        "none": run_repo(tmp_path_factory.mktemp("pgo_none"), files, "--junitxml=junit.xml"),
         # a job id is asserted on the plain check only (the closure's is the record's)
         "env": run_repo(tmp_path_factory.mktemp("pgo_env"), files, *PLAIN,
                         env={"TORCH_COMPILE_JOB_ID": "scorer-v1"}),
@@ -74,6 +84,31 @@ def test_without_a_job_id_the_restart_recompiles_and_the_check_fails(runs) -> No
         assert c["layers"][layer]["state"] == "hit", c["layers"][layer]
     assert c["job_id"]["cold"] == {"value": None, "source": "none"}
     assert "PGO job id: none (not in the environment, not set in code)" in run.out
+
+
+def test_a_check_that_accepts_the_pgo_recompile_passes_and_says_accepted(runs) -> None:
+    """Issue 38: a maintainer who runs no PGO in production accepts the named cost for
+    one check; every output shows it as `accepted` with its reasons, and its twin without
+    the marker still fails in the same session."""
+    run = runs["none"]
+    c = run.check("test_varying_batch_accepted")
+    assert c["verdict"] == "pass", run.out[-3000:]
+    pgo = c["layers"]["dynamo_pgo"]
+    assert pgo["state"] == "accepted" and c["problems"] == []
+    assert pgo["accepted"] == ("@pytest.mark.compile_cache_accept at test_serve.py:17 "
+                               "(no PGO job id in production)")
+    assert pgo["reasons"][0].startswith("miss, accepted by @pytest.mark.compile_cache_accept")
+    assert "frame 0 compiled 2 times" in pgo["reasons"][1]
+    assert run.check("test_varying_batch")["verdict"] == "fail"
+    row = next(line for line in run.out.splitlines()
+               if line.startswith("test_serve.py::test_varying_batch_accepted"))
+    assert row.split()[1:3] == ["pass", "accepted"], row
+    assert "accepted: test_serve.py::test_varying_batch_accepted: dynamo_pgo (@pytest.mark." \
+           "compile_cache_accept at test_serve.py:17 (no PGO job id in production)): no job " \
+           "id, so no PGO state" in run.out
+    assert run.path is not None
+    junit = (run.path / "junit.xml").read_text()
+    assert 'name="compile_cache.dynamo_pgo" value="accepted"' in junit
 
 
 def test_without_a_job_id_a_closure_is_not_told_to_set_one(runs) -> None:

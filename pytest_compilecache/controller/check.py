@@ -21,6 +21,7 @@ from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.keyhistory import KeyHistory
 from pytest_compilecache.controller.outcome import blame_full_disk, phase_outcome
 from pytest_compilecache.history import manifest as mf
+from pytest_compilecache.judge import accepted
 from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
                                            share_precompiled_headers)
 from pytest_compilecache.model import (OK_VERDICTS, WIRE_VERSION, CheckResult, PhaseSpec,
@@ -219,6 +220,7 @@ class CheckRun:
     def _conclude(self, result: CheckResult) -> CheckResult:
         s, history = self.settings, self.session.history
         result.via = self.path.via
+        accepted.apply(result, self._accepted())
         cold = self.recs.get("cold")
         if cold is not None and self.path.records_keys:
             entry = mf.check_entry(cold.get("cache") or {}, result.verdict)
@@ -258,6 +260,16 @@ class CheckRun:
                 result.notes.append(f"the cache the variants share is kept at "
                                     f"{self.shared_root} (its ledger: phases/written.json)")
         return result
+
+    def _accepted(self) -> Dict[str, accepted.Accepted]:
+        """The layers whose miss this check accepts: its marker's, the session's."""
+        marker = self.item.get_closest_marker(accepted.MARKER)
+        if marker is None:
+            return accepted.acceptance(self.settings.accept)
+        file, line, _ = self.item.location
+        return accepted.acceptance(self.settings.accept, [str(a) for a in marker.args],
+                                   f"{file}:{(line or 0) + 1}",
+                                   str(marker.kwargs.get("reason") or ""))
 
     def _repeat(self, entry: Dict[str, Any], result: CheckResult) -> None:
         """A second cold run, relocated: same commit, so any key difference is nondeterminism."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import shutil
 import sys
@@ -28,7 +29,10 @@ from pytest_compilecache.controller.progress import Progress
 from pytest_compilecache.controller.spool import Spool
 from pytest_compilecache.controller.variants import SHARED_DIR_ENV
 from pytest_compilecache.controller.role import Role, role_of
+from pytest_compilecache.history.baseline import LIST_CHECKS_ENV
 from pytest_compilecache.isolation import CacheRoot, phase_env
+from pytest_compilecache.judge import accepted
+from pytest_compilecache.layers import LAYERS
 from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher, pytest_child_flags
 from pytest_compilecache.launch.preloaded import PreloadedLauncher
 from pytest_compilecache.launch.state import LauncherState
@@ -108,6 +112,11 @@ class CompileCacheSession:
                 wrong = marker_problem(marker.args, marker.kwargs)
                 if wrong:
                     raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}(...): {wrong}")
+                accept = item.get_closest_marker(accepted.MARKER)
+                wrong = accept and accepted.marker_problem(accept.args, accept.kwargs, LAYERS)
+                if wrong:
+                    raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{accepted.MARKER}"
+                                            f"(...): {wrong}")
                 items[i] = CheckItem.from_parent(item.parent, name=item.name, original=item,
                                                  check_session=self)
         if self.settings.shard:
@@ -131,6 +140,10 @@ class CompileCacheSession:
                 raise pytest.UsageError(f"--compile-cache-select: {e}; pass a JSON list of "
                                         f"node ids") from None
             _deselect(config, items, lambda i: i.nodeid in wanted)
+        listed = os.environ.get(LIST_CHECKS_ENV)
+        if listed and config.option.collectonly and self.role == Role.CONTROLLER:
+            Path(listed).write_text(json.dumps([i.nodeid for i in items
+                                                if isinstance(i, CheckItem)]))
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The preloaded interpreters import torch while this process collects (not in

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
+from pytest_compilecache import jsonfile
 from pytest_compilecache.history import git as history
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
@@ -55,6 +56,34 @@ def record(tree: Path, pytest_args: Sequence[str], store: Path, options: Sequenc
     env = tree_env({k: v for k, v in os.environ.items() if k != CHILD_SPEC_ENV}, tree)
     launched = SubprocessLauncher().run(argv, env, str(cwd or tree), log, timeout)
     return 124 if launched.timed_out else int(launched.returncode or 0)
+
+
+# the file a collect-only session writes its checks' node ids to (`collect_checks`)
+LIST_CHECKS_ENV = "PYTEST_COMPILECACHE_LIST_CHECKS"
+
+
+def collect_checks(tree: Path, pytest_args: Sequence[str], options: Sequence[str], log: Path,
+                   cwd: Optional[Path] = None, timeout: Optional[float] = 600
+                   ) -> Optional[List[str]]:
+    """The checks `pytest_args` select in `tree`, from a collect-only session (seconds:
+    nothing compiles, no phase starts), or None where it could not collect. Lets bisect
+    read a commit's stored manifest instead of recording it only to learn its checks."""
+    listed = log.with_suffix(".checks.json")
+    argv = ["-m", "pytest", *pytest_args, "--compile-cache-check", "--collect-only", "-q",
+            "--compile-cache-launcher=fresh", "--compile-cache-store=none",
+            "-p", "no:cacheprovider", "--no-header", *options,
+            *pytest_child_flags(_entry_point_installed(),
+                                importlib.util.find_spec("xdist") is not None)]
+    env = tree_env({k: v for k, v in os.environ.items() if k != CHILD_SPEC_ENV}, tree)
+    env[LIST_CHECKS_ENV] = str(listed)
+    launched = SubprocessLauncher().run(argv, env, str(cwd or tree), log, timeout)
+    if launched.timed_out or launched.returncode != 0:
+        return None
+    try:
+        names = jsonfile.load(listed)
+    except (OSError, ValueError):
+        return None
+    return sorted(map(str, names)) if isinstance(names, list) else None
 
 
 class Baseline:

@@ -21,7 +21,7 @@ from pytest_compilecache.model import OK_VERDICTS, CheckResult
 SUMMARY_LIMIT_BYTES = 1024 * 1024
 SUMMARY_BUDGET_BYTES = 900 * 1024
 _CELL = {"hit": "✅ hit", "miss": "❌ miss", "bypass": "⚠️ bypass", "n/a": "➖ n/a",
-         "off": "➖ off"}
+         "off": "➖ off", "accepted": "☑️ accepted"}
 _VERDICT = {"pass": "✅", "fail": "❌", "error": "🔥", "recorded": "📝", "n/a": "➖", "not run": "⏹️",
             "skipped": "➖"}
 FAILURE_LINES = 200  # a failure's details before the budget shortens them further

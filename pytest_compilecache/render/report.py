@@ -64,13 +64,13 @@ def failure_lines(r: CheckResult) -> List[str]:
             other = []
         lines += ["", *r.error.splitlines()]
     if r.layers:
-        lines += ["", f"  {'layer':<13} {'state':<7} {'cold':<24} {'warm':<24}"]
+        lines += ["", f"  {'layer':<13} {'state':<8} {'cold':<24} {'warm':<24}"]
         for name in LAYERS:
             lv = r.layers[name]
-            lines.append(f"  {name:<13} {lv.state:<7} {lv.cold:<24} {lv.warm:<24}")
+            lines.append(f"  {name:<13} {lv.state:<8} {lv.cold:<24} {lv.warm:<24}")
         # a layer that missed, and one a setting switched off (named with where it was set)
         why = [(n, reason) for n in LAYERS for reason in r.layers[n].reasons
-               if r.layers[n].state in ("miss", "bypass")
+               if r.layers[n].state in ("miss", "bypass", "accepted")
                or (r.layers[n].state == "off" and r.layers[n].setting)]
         if why:
             lines += ["", "  why:"]
@@ -182,6 +182,7 @@ def summary_lines(results: Sequence[CheckResult], quiet: bool = False) -> List[s
         results = [r for r in results if r.verdict not in FOLDED]
     lines = _table(results) + _folded_line(folded)
     lines += _eager_lines(results, folded)
+    lines += _accepted_lines(results, folded)
     lines += _sections(results)
     devices = sorted({r.device for r in [*results, *folded] if r.device})
     if devices == ["cpu"]:
@@ -196,6 +197,20 @@ def _folded_line(folded: Sequence[CheckResult]) -> List[str]:
     counts = Counter(r.verdict for r in folded)
     said = " and ".join(f"{n} {'passed' if v == 'pass' else v}" for v, n in sorted(counts.items()))
     return [f"... and {len(folded)} more check(s): {said} (listed without -q)"]
+
+
+def _accepted_lines(results: Sequence[CheckResult], folded: Sequence[CheckResult]
+                    ) -> List[str]:
+    """Each listed check's accepted warm-start cost, one line per layer (what it costs
+    stays in sight although it no longer fails); the folded ones counted."""
+    lines = [f"accepted: {r.label}: {n} ({lv.accepted}): "
+             + _cut(lv.reasons[1] if len(lv.reasons) > 1 else "", 200)
+             for r in results for n, lv in r.layers.items() if lv.state == "accepted"]
+    hidden = sum(1 for r in folded if any(lv.state == "accepted" for lv in r.layers.values()))
+    if hidden:
+        lines.append(f"... of which {hidden} passed with an accepted warm-start cost "
+                     f"(listed without -q)")
+    return lines
 
 
 def _eager_lines(results: Sequence[CheckResult], folded: Sequence[CheckResult]) -> List[str]:
