@@ -69,7 +69,7 @@ def timed(argv: Sequence[str], cwd: Path) -> Tuple[float, subprocess.CompletedPr
 
 def summary_section(out: str) -> List[str]:
     lines = out.splitlines()
-    start = next((i for i, l in enumerate(lines) if "compile-cache summary" in l), len(lines))
+    start = next((i for i, line in enumerate(lines) if "compile-cache summary" in line), len(lines))
     return lines[start:]
 
 
