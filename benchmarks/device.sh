@@ -79,8 +79,9 @@ device_main() {
         return 1
       fi
       rm -rf "$res" && mkdir -p "$res/out" && cp -a . "$res/tree" && cd "$res/tree" || return 1
-      device_prepare "$res/prepare.log"
-      OUT=$res/out setsid bash -c '"$@"; echo $? >"$0/rc"' "$res" "$@" >"$res/run.log" 2>&1 </dev/null &
+      device_prepare "$res/prepare.log" 2>"$res/run.log"
+      # shellcheck disable=SC2016  # expanded by the inner shell: $0 is $res, "$@" the command
+      OUT=$res/out setsid bash -c '"$@"; echo $? >"$0/rc"' "$res" "$@" >>"$res/run.log" 2>&1 </dev/null &
       echo $! >"$res/pid"
       echo "started $name (pid $!); then: bash benchmarks/device.sh wait $name" ;;
     wait)
@@ -98,9 +99,8 @@ device_main() {
       cp "$res/run.log" "$out/$name-run.log"
       tar -czf "$out/$name-results.tar.gz" -C "$res/out" .
       tail -n "${DEVICE_TAIL:-40}" "$res/run.log" ;;
-    *)
-      sed -n 2,28p "${BASH_SOURCE[0]}"
-      [ "$verb" = -h ] || [ "$verb" = --help ] ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "${BASH_SOURCE[0]}" ;;
+    *) awk 'NR > 1 && !/^#/ { exit } NR > 1' "${BASH_SOURCE[0]}" >&2; return 2 ;;
   esac
 }
 

@@ -194,7 +194,7 @@ other_gpu() {
   return $rc
 }
 
-scenario=set
+scenario="set"
 case ${1:-} in
   set|pairs|records|hostile|drift|other-gpu) scenario=$1; shift ;;
 esac
