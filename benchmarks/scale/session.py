@@ -1,4 +1,4 @@
-"""A session of many checks as a model repo with 200 of them runs it (issue 29): N tiny
+"""A session of many checks as a model repo with 200 of them runs it: N tiny
 CPU checks (`memory.write_linear_repo`) plus a few that fail (a constant drawn at import:
 every process traces another graph, so the warm run misses and computes other numbers),
 under `-n 2 -q`. Prints what a maintainer reads and waits for, against the targets:

@@ -91,7 +91,7 @@ def split(report: Path) -> Dict[str, object]:
     t = c["timings"]
     out: Dict[str, object] = {"verdict": c["verdict"], "launch": c.get("launch"),
                               "timeline": data.get("timeline"),
-                              # issue 29: a passing check's report (one check per session)
+                              # a passing check's report (one check per session)
                               "report_kb": round(report.stat().st_size / 1024, 1)}
     for phase in ("cold", "warm"):
         out[phase] = {st: t.get(f"{phase}_{st}" if st == "s" else f"{phase}_{st}_s")
