@@ -7,6 +7,6 @@ actionlint .github/workflows/*.yml
 zizmor --offline --min-severity medium action/ .github/
 check-jsonschema --builtin-schema vendor.github-actions action/action.yml
 check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
-shellcheck .ci/*.sh benchmarks/gpu_acceptance/*.sh
+shellcheck .ci/*.sh benchmarks/*.sh benchmarks/*/*.sh
 ruff check pytest_compilecache
 mypy pytest_compilecache

@@ -754,7 +754,7 @@ def _many(rec: Dict[str, Any], escalated: List[Dict[str, Any]]) -> None:
 
 def test_a_passing_comparison_keeps_the_tensors_closest_to_their_limit_and_a_count(
         tmp_path) -> None:
-    """Issue 29: resnet18 training on an H100 (benchmarks/speed, device run 9) escalated
+    """Issue 29: resnet18 training on an H100 (benchmarks/speed, docs/speed.md) escalated
     62 of its 63 tensors to the float64 rule in each phase: 21 KB of a passing check's
     39 KB report. A passing comparison keeps the three closest to their limit."""
     from pytest_compilecache.render import report

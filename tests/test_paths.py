@@ -270,7 +270,7 @@ def test_aoti_package_carries_the_compiled_kernels(packaged: RepoRun) -> None:
 
 def test_a_warm_process_that_dies_in_the_loader_is_the_path_failing() -> None:
     """AOTInductor packages built on an H100 (torch 2.11+cu130) crash every fresh process
-    that loads them, even a 3-layer MLP without the plugin (aoti_load_probe.py): that is
+    that loads them, even a 3-layer MLP without the plugin (aoti_pair.py): that is
     the path failing on this machine, not an error of the plugin or the model."""
     from pytest_compilecache import paths
     from pytest_compilecache.model import error_result

@@ -1,4 +1,4 @@
-"""Issue 37: the plugin-free truth about false hits in torch.compile's caches.
+"""The plugin-free truth about false hits in torch.compile's caches.
 
 A false hit is a cache entry written by one program variant and loaded by another whose
 cache key is blind to the difference, so the second variant gets the first one's compiled

@@ -1,5 +1,5 @@
 """The bodies of test_amp_training.py without the plugin: a cold then a warm process
-over one cache dir, to stand beside the plugin's verdict (issue 36).
+over one cache dir, to stand beside the plugin's verdict.
 
     python benchmarks/gpu_acceptance/amp_plain_pair.py [BODY ...]
 

@@ -1,5 +1,5 @@
 """A plugin-free cold/warm pair under max-autotune, spying on the functions that do the
-work, to hold the plugin's autotune and kernels verdicts against (issue 26).
+work, to hold the plugin's autotune and kernels verdicts against.
 
     python benchmarks/gpu_acceptance/autotune_pair.py mlp max-autotune-no-cudagraphs
     python benchmarks/gpu_acceptance/autotune_pair.py resnet18 max-autotune

@@ -78,7 +78,8 @@ def main():
         start = time.perf_counter()
         done = subprocess.run([sys.executable, str(script), args.model], env=env,
                               capture_output=True, text=True)
-        print(phase, "rc", done.returncode, done.stdout.strip()[-6000:], "process s", round(time.perf_counter() - start, 1))
+        print(phase, "rc", done.returncode, done.stdout.strip()[-6000:],
+              "process s", round(time.perf_counter() - start, 1))
         if done.returncode:
             print(done.stderr[-3000:])
             return 1
@@ -98,8 +99,8 @@ def main():
                 best = py.with_suffix(".best_config")
                 print("  kernel module", py.name, "best_config:",
                       best.read_text() if best.exists() else None)
-                print("  " + "\n  ".join(l for l in text.splitlines() if "triton_meta=" in l
-                                           or "inductor_meta=" in l)[:1500])
+                print("  " + "\n  ".join(line for line in text.splitlines()
+                                           if "triton_meta=" in line or "inductor_meta=" in line)[:1500])
         for other in cold_by_name.get(name, []):
             if other == d:
                 continue

@@ -1,4 +1,4 @@
-"""Training bodies as model repos write them (issue 36): fp16 autocast with a GradScaler,
+"""Training bodies as model repos write them: fp16 autocast with a GradScaler,
 bf16 autocast with AdamW, and float32 SGD with momentum over two steps. Each test body
 seeds itself, compiles torchvision's resnet18 with `torch.compile(model)` and records
 each step's loss; the compiled calls' logits are recorded by the plugin.

@@ -1,4 +1,4 @@
-"""max-autotune, as torch's docs recommend for serving (issue 26): the autotune layer
+"""max-autotune, as torch's docs recommend for serving: the autotune layer
 counts tuning that really ran in the warm process (template selection, config
 benchmarks, coordinate descent), never counters replayed from an FX-graph cache hit.
 benchmarks/gpu_acceptance/autotune_pair.py runs the same models as a plugin-free pair

@@ -1,4 +1,4 @@
-"""Models as people really train them (issue 26): default dropout, stochastic depth,
+"""Models as people really train them: default dropout, stochastic depth,
 drop-path, and a causal FlexAttention body. Their random tensors are named not
 comparable with eager and gated warm vs cold; everything else is judged as before.
 

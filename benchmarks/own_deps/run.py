@@ -1,4 +1,4 @@
-"""Issue 29 item 4, kornia's shape in small: a git repository whose suite's conftest sets
+"""Kornia's shape in small: a git repository whose suite's conftest sets
 HF_HOME while pytest collects, and CHECKS tiny nn.Linear ModelCase checks. Before the fix
 GitPython (imported by the plugin for the key manifest's commit) was preloaded as the
 tests' library, copied the whole environment, and every phase ran fresh.

@@ -1,4 +1,4 @@
-"""Report size and controller memory of a session of many checks (issue 29).
+"""Report size and controller memory of a session of many checks.
 
 Writes a repo of N tiny CPU checks (one `nn.Linear` ModelCase each, `write_linear_repo`,
 reusable by other benchmarks), runs `pytest --compile-cache-check` on it at each N given,

@@ -1,4 +1,4 @@
-"""A session of many checks as a model repo with 200 of them runs it (issue 29): N tiny
+"""A session of many checks as a model repo with 200 of them runs it: N tiny
 CPU checks (`memory.write_linear_repo`) plus a few that fail (a constant drawn at import:
 every process traces another graph, so the warm run misses and computes other numbers),
 under `-n 2 -q`. Prints what a maintainer reads and waits for, against the targets:
@@ -69,7 +69,7 @@ def timed(argv: Sequence[str], cwd: Path) -> Tuple[float, subprocess.CompletedPr
 
 def summary_section(out: str) -> List[str]:
     lines = out.splitlines()
-    start = next((i for i, l in enumerate(lines) if "compile-cache summary" in l), len(lines))
+    start = next((i for i, line in enumerate(lines) if "compile-cache summary" in line), len(lines))
     return lines[start:]
 
 

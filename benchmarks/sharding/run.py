@@ -1,15 +1,17 @@
 """Sharding benchmark: the same eight model checks with 1 GPU and with k GPUs (and K
 jobs per GPU), side by side in one run; prints wall times and speed-ups.
 
-    python benchmarks/sharding/run.py 1x1 2x1 2x2 2x1o  # GPUSxJOBS_PER_GPU[o]
+    bash benchmarks/device.sh run python benchmarks/sharding/run.py 1x1 2x1 2x2 2x1o
 
-The base of the speed-ups is 1x1 (else the first configuration). A trailing "o" adds
---compile-cache-warm-on-other-gpu: the warm phase runs on another GPU than the cold one.
+A configuration is GPUSxJOBS_PER_GPU; a trailing "o" adds --compile-cache-warm-on-other-gpu
+(the warm phase runs on another GPU than the cold one). The base of the speed-ups is 1x1
+(else the first configuration).
 
 Each configuration is one `pytest -n GPUS*JOBS --compile-cache-check` session over
-benchmarks/sharding with its own report under $OUT (or /tmp/out). On 2 H200s the four
-default configurations take about 15 minutes (1x1: 5-6): on the device tool, start this
-with setsid and collect the table in later calls (each call is limited to 10 minutes).
+benchmarks/sharding with its own report and log under $OUT (or /tmp/out). On 2 H200s the
+four default configurations take about 15 minutes (1x1: 5-6): on the device tool, run it
+with `bash benchmarks/device.sh start sharding python benchmarks/sharding/run.py`, then
+`... wait sharding`. benchmarks/device.sh sets TRITON_PTXAS_PATH (docs/gpu-results.md).
 """
 import json
 import os
@@ -25,12 +27,10 @@ def main(configs):
     out = pathlib.Path(os.environ.get("OUT", "/tmp/out"))
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    if not env.get("TRITON_PTXAS_PATH"):  # see benchmarks/gpu_acceptance/run.sh
-        import torch
-
-        ptxas = pathlib.Path(torch.__file__).parent / "bin" / "ptxas"
-        if ptxas.exists():
-            env["TRITON_PTXAS_PATH"] = str(ptxas)
+    if not env.get("TRITON_PTXAS_PATH"):
+        print("TRITON_PTXAS_PATH is not set: Triton's kernels may compile again on restart "
+              "(docs/gpu-results.md); run this through `bash benchmarks/device.sh run`",
+              file=sys.stderr)
     rows = []
     for cfg in configs:
         other = cfg.endswith("o")

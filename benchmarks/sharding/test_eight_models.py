@@ -26,8 +26,9 @@ BUILDERS = {
     "resnet18_train": lambda: ModelCase(torchvision.models.resnet18(num_classes=10),
                                         example_inputs=images(16), train=True),
     "resnet50_infer": lambda: ModelCase(torchvision.models.resnet50(), example_inputs=images()),
-    "mobilenet_v3_train": lambda: ModelCase(torchvision.models.mobilenet_v3_small(num_classes=10, dropout=0.0),
-                                            example_inputs=images(16), train=True),
+    "mobilenet_v3_train": lambda: ModelCase(
+        torchvision.models.mobilenet_v3_small(num_classes=10, dropout=0.0),
+        example_inputs=images(16), train=True),
     "efficientnet_b0_infer": lambda: ModelCase(torchvision.models.efficientnet_b0(),
                                                example_inputs=images()),
     "vit_tiny_infer": lambda: ModelCase(timm_model("vit_tiny_patch16_224"), example_inputs=images()),

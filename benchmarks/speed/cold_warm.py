@@ -1,5 +1,5 @@
 """Hand-written baseline: one plain process that builds, compiles and runs a model (run it
-twice over one cache dir). Issue 13's script, with gpt2 inference added."""
+twice over one cache dir): the hand-written pair run.py times."""
 import sys
 import time
 

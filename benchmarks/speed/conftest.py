@@ -1,6 +1,7 @@
 """SPEED_PROFILE=DIR: every process of a speed-benchmark session (the controller and each
 phase) writes a cProfile of itself to DIR/<controller|phase>-<pid>.prof as it exits
-(atexit: the phase's lean exit runs those too), to find where setup and record go.
+(atexit: the phase's lean exit runs those too), to find where setup and record go;
+`run.py --profile` sets it.
 Benchmark tooling only; the plugin knows nothing of it."""
 import atexit
 import cProfile

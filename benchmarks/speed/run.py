@@ -1,8 +1,9 @@
-"""Plugin vs the hand-written pair, side by side (issue 13).
+"""Plugin vs the hand-written pair, side by side in one run.
 
     python benchmarks/speed/run.py [--rounds 2] [--models resnet18_train,...]
                                    [--launchers preloaded,fresh] [--out DIR]
-                                   [--trees before=DIR,after=DIR]
+                                   [--trees before=DIR,after=DIR] [--first-round N]
+                                   [--typical-install] [--profile]
 
 Per round and model, in an order that alternates between rounds: the hand-written pair
 (`cold_warm.py` twice over one fresh cache dir, TORCH_COMPILE_JOB_ID set, normal exits)
@@ -10,6 +11,12 @@ and one `pytest --compile-cache-check` session per launcher (`--compile-cache-st
 each timed from start to exit. Prints per model the medians and spreads, the ratio
 plugin / pair per launcher, and the plugin's phase split (from the report's timings).
 No numpy: it runs in the user's environment.
+
+`--typical-install` first writes the bytecode of the packages the processes import
+(compileall) and unsets PYTHONDONTWRITEBYTECODE, as a `pip install` leaves an environment
+(the device image ships torch without bytecode). `--profile` has every process of the
+plugin sessions write a cProfile (conftest.py, SPEED_PROFILE) and prints, per process,
+its import share and the phase's steps into profiles.txt, then the top functions.
 """
 from __future__ import annotations
 
@@ -46,8 +53,16 @@ def hand_pair(model: str, log: Path) -> float:
     return wall
 
 
+def _entry_point() -> bool:
+    """Whether the plugin's pytest11 entry point is installed (else it is loaded by name;
+    with an installed one, a tree first on PYTHONPATH is what the entry point imports)."""
+    from importlib import metadata
+
+    return any(e.name == "compilecache" for e in metadata.entry_points(group="pytest11"))
+
+
 def plugin(model: str, launcher: str, report: Path, log: Path,
-           tree: Optional[str] = None) -> float:
+           tree: Optional[str] = None, profile: Optional[Path] = None) -> float:
     """One plugin session; `tree`: the plugin's code from that checkout (first on
     PYTHONPATH), so that two versions run in one call on the same card."""
     argv = [sys.executable, "-m", "pytest", str(HERE / "test_speed_models.py") + f"::test_{model}",
@@ -57,8 +72,11 @@ def plugin(model: str, launcher: str, report: Path, log: Path,
     if tree:
         env["PYTHONPATH"] = os.pathsep.join([tree] + ([env["PYTHONPATH"]]
                                                      if env.get("PYTHONPATH") else []))
-    if os.environ.get("SPEED_PLUGIN_BY_NAME"):  # else its entry point imports the tree's
-        argv[3:3] = ["-p", "pytest_compilecache.plugin"]
+    if profile:
+        profile.mkdir(parents=True, exist_ok=True)
+        env["SPEED_PROFILE"] = str(profile)
+    if not _entry_point() and "pytest_compilecache" not in env.get("PYTEST_PLUGINS", ""):
+        argv[3:3] = ["-p", "pytest_compilecache.plugin"]  # a checkout on PYTHONPATH
     t0 = time.perf_counter()
     with open(log, "a") as f:
         f.write(f"== {model} {launcher} {tree or ''}\n")
@@ -73,13 +91,64 @@ def split(report: Path) -> Dict[str, object]:
     t = c["timings"]
     out: Dict[str, object] = {"verdict": c["verdict"], "launch": c.get("launch"),
                               "timeline": data.get("timeline"),
-                              # issue 29: a passing check's report (one check per session)
+                              # a passing check's report (one check per session)
                               "report_kb": round(report.stat().st_size / 1024, 1)}
     for phase in ("cold", "warm"):
         out[phase] = {st: t.get(f"{phase}_{st}" if st == "s" else f"{phase}_{st}_s")
                       for st in STAGES + DETAIL}
         out[phase]["process"] = t.get(f"{phase}_process_s")
     return out
+
+
+# the packages a session's processes import, compiled by --typical-install
+TYPICAL = ("torch", "torchvision", "triton", "_pytest", "pytest", "pluggy", "xdist", "execnet",
+           "filelock", "sympy", "jinja2", "networkx", "fsspec", "transformers")
+# a phase's steps, as --profile reports their cumulative seconds
+STEPS = ("compile_and_run", "references", "random_tensors", "_compare", "compare_with_eager",
+         "compare_with_cold", "load_outputs", "save_outputs", "model_in_float64", "record")
+
+
+def typical_install() -> None:
+    import torch  # where the packages are
+
+    site = Path(torch.__file__).parent.parent
+    dirs = [str(site / p) for p in TYPICAL if (site / p).is_dir()]
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", *dirs], check=False,
+                   stdout=subprocess.DEVNULL)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    print(f"typical install: bytecode of {len(dirs)} packages written in "
+          f"{time.perf_counter() - t0:.0f} s, PYTHONDONTWRITEBYTECODE unset", flush=True)
+
+
+def profiles(where: Path, n: int = 30) -> str:
+    """Per profiled process: its seconds, the imports' share, the phase's steps; then
+    the top functions by own time and the plugin's by cumulative time."""
+    import io
+    import pstats
+
+    buf = io.StringIO()
+    files = sorted(where.rglob("*.prof"), key=lambda p: p.stat().st_mtime)
+    for f in files:
+        st = pstats.Stats(str(f), stream=buf)
+        imp = comp = 0.0
+        steps: Dict[str, float] = {}
+        for (file, _, name), (_, _, tt, ct, _) in st.stats.items():  # type: ignore[attr-defined]
+            if name == "_find_and_load":
+                imp = max(imp, ct)
+            if name in ("<built-in method builtins.compile>", "compile") and file == "~":
+                comp += tt
+            if name in STEPS and "pytest_compilecache" in file:
+                steps[name] = max(steps.get(name, 0.0), ct)
+        buf.write(f"{f.relative_to(where)}: {st.total_tt:.1f} s; imports {imp:.1f} s "  # type: ignore[attr-defined]
+                  f"(compiling sources {comp:.1f} s); steps " + ", ".join(
+                      f"{k} {v:.2f}" for k, v in sorted(steps.items(), key=lambda kv: -kv[1])) + "\n")
+    for f in files:
+        buf.write(f"\n===== {f.relative_to(where)}\n")
+        st = pstats.Stats(str(f), stream=buf)
+        st.sort_stats("tottime").print_stats(n)
+        st.sort_stats("cumulative").print_stats("pytest_compilecache", n)
+    return buf.getvalue()
 
 
 def describe(xs: List[float]) -> str:
@@ -99,6 +168,11 @@ def main() -> None:
                     help="NAME=DIR,...: each launcher once per checkout of the plugin (its "
                          "code by PYTHONPATH), e.g. before=/x/old,after=. (before/after "
                          "in one run, on one card)")
+    ap.add_argument("--typical-install", action="store_true",
+                    help="bytecode written for the imported packages, PYTHONDONTWRITEBYTECODE "
+                         "unset, as a pip install leaves an environment")
+    ap.add_argument("--profile", action="store_true",
+                    help="profile every process of the plugin sessions: OUT/prof, profiles.txt")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -109,6 +183,8 @@ def main() -> None:
     walls: Dict[str, Dict[str, List[float]]] = {m: {} for m in models}
     splits: Dict[str, Dict[str, List[object]]] = {m: {} for m in models}
     log = out / "speed.log"
+    if a.typical_install:
+        typical_install()
     for r in range(a.first_round, a.first_round + a.rounds):
         for m in models:
             kinds = ["pair"] + launchers
@@ -119,7 +195,8 @@ def main() -> None:
                     rep = out / f"{m}-{kind.replace('@', '-')}-{r}.json"
                     launcher, _, tree = kind.partition("@")
                     w = plugin(m, launcher, rep, log,
-                               str(Path(trees[tree]).resolve()) if tree else None)
+                               str(Path(trees[tree]).resolve()) if tree else None,
+                               out / "prof" / rep.stem if a.profile else None)
                     if rep.exists():
                         sp = split(rep)
                         procs = [sp[ph]["process"] for ph in ("cold", "warm")]  # type: ignore[index]
@@ -165,6 +242,11 @@ def main() -> None:
             if sess:
                 print(f"{m} {k} session wall minus its phase processes: {describe(sess)}")
     (out / "speed.json").write_text(json.dumps({"walls": walls, "splits": splits}, indent=1))
+    if a.profile:
+        text = profiles(out / "prof")
+        (out / "profiles.txt").write_text(text)
+        print("\nprofiled processes (" + str(out / "profiles.txt") + "):")
+        print(text.split("\n=====", 1)[0])
 
 
 if __name__ == "__main__":

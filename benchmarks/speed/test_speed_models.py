@@ -1,5 +1,5 @@
 """The plugin side of the speed benchmark: the same models as cold_warm.py, as ModelCases
-(issue 13's test_p1.py, with gpt2 inference added)."""
+(run.py runs one `pytest --compile-cache-check` session per test)."""
 import pytest
 import torch
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Third-party acceptance (issue 36): real suites' tests, unchanged, checked by the plugin
+# Third-party acceptance: real suites' tests, unchanged, checked by the plugin
 # (a marker added from a plugin file) beside a plugin-free "plain pair" over one cache dir.
 #
 #   bash benchmarks/third_party/run.sh [options] [suite...]      # suites: kornia pyg (default: both)
