@@ -30,11 +30,7 @@ def test_varying_batch(compile_cache):
 @pytest.mark.compile_cache
 @pytest.mark.compile_cache_accept("dynamo_pgo", reason="no PGO job id in production")
 def test_varying_batch_accepted(compile_cache):
-    model = MLP().to(compile_cache.device).eval()
-    serve = torch.compile(model)
-    with torch.no_grad():
-        for n in (4, 7, 9):
-            serve(torch.randn(n, 16, device=compile_cache.device))
+    test_varying_batch(compile_cache)  # the same serving loop, its known cost accepted
 
 
 def make_layer():  # as einops builds its layers: a function closing over another
