@@ -163,8 +163,10 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "write a versioned JSON report of every compile-cache check to PATH"),
     ("device", "string", "auto", parse_device,
      "device the checks compile for: auto (CUDA when available, else CPU), cpu or cuda"),
-    ("timeout", "string", str(DEFAULT_TIMEOUT_S), parse_timeout,
-     "seconds one phase (cold or warm) of a check may run before its process group is killed"),
+    ("timeout", "string", None, parse_timeout,
+     "seconds one phase (cold or warm) of a check may run before its process group is "
+     f"killed (default: {DEFAULT_TIMEOUT_S:.0f} for a check's first phase, 4x its "
+     "seconds, at least 300, for each later one)"),
     ("warm-tolerance", "string", "bitwise", parse_tolerance,
      "how warm outputs must match cold ones: bitwise (default) or ATOL[,RTOL] for a "
      "nondeterministic kernel"),
@@ -315,7 +317,7 @@ class Settings:
     keep: bool = False
     report: Optional[str] = None
     device: str = "auto"
-    timeout: float = DEFAULT_TIMEOUT_S
+    timeout: Optional[float] = None  # None: controller/limits.py's defaults
     warm_tolerance: Optional[Tuple[float, float]] = None
     eager_tolerance: Optional[Tuple[float, float]] = None
     job_id: str = "inherit"

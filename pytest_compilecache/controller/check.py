@@ -19,6 +19,7 @@ from pytest_compilecache.child import confinement
 from pytest_compilecache.controller import diskspace
 from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.keyhistory import KeyHistory
+from pytest_compilecache.controller.limits import PhaseLimit
 from pytest_compilecache.controller.outcome import blame_full_disk, phase_outcome
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.judge import accepted
@@ -310,7 +311,11 @@ class CheckRun:
         if tampered:  # someone else's directory in its place: run nothing from it
             return {}, error_result(nodeid, phase, f"was not run: {tampered}", "", self.timings)
         spec_path = root.phases / f"{phase}-spec.json"
+        first = self.path.phases[0].name
+        limit = PhaseLimit.of(self.settings.timeout, first, phase,
+                              self.timings.get(f"{first}_process_s"))
         spec, env = self._spec_and_env(root, phase, spec_path, extra, env_extra)
+        spec["timeout_s"] = limit.seconds
         invocation = Path(session.config.invocation_params.dir)
         if tree is not None:
             from pytest_compilecache.history.baseline import tree_env
@@ -332,7 +337,7 @@ class CheckRun:
                 launched = session.launcher.run(session.child_argv(self.item, root, phase, tree),
                                                 env, str(cwd or invocation),
                                                 root.phases / f"{phase}.log",
-                                                self.settings.timeout,
+                                                limit.seconds,
                                                 lane=0 if phase == "cold" else 1)
         except Exception as e:  # a lease timeout or an unusable lock dir: this check errors
             from pytest_compilecache.controller.gpus import LeaseTimeout
@@ -345,7 +350,7 @@ class CheckRun:
         self.launches[phase] = "forked" if launched.forked else "fresh"
         self._note_launch(phase, launched)
         return phase_outcome(nodeid, phase, root, Path(spec["out"]), launched, self.timings,
-                             self.settings.timeout, self.notes)
+                             limit, self.notes)
 
     def _spec_and_env(self, root: CacheRoot, phase: str, spec_path: Path,
                       extra: Optional[PhaseSpec], env_extra: Optional[Dict[str, str]]
@@ -356,7 +361,7 @@ class CheckRun:
                 "out": str(root.phases / f"{phase}.json"), "device": s.device, "seed": 0,
                 "tolerance": s.warm_tolerance, "eager_tolerance": s.eager_tolerance,
                 "cold_outputs": str(root.phases / "cold-outputs.pt"),
-                "launcher_pid": os.getpid(), "timeout_s": s.timeout, **(extra or {})}
+                "launcher_pid": os.getpid(), **(extra or {})}
         job, spec["job_id_source"] = resolve_job_id(s.job_id, self.item.nodeid, os.environ)
         env = phase_env(os.environ, root, s.threads, spec_path, job)
         env.update(env_extra or {})

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.model import CheckResult
-from pytest_compilecache.options import Settings
+from pytest_compilecache.options import DEFAULT_TIMEOUT_S, Settings
 
 
 class KeyHistory:
@@ -74,12 +74,12 @@ class KeyHistory:
             store = ManifestStore(self.store_path or repo / DEFAULT_DIR)
             s = self.settings
             options = [f"--compile-cache-device={s.device}", f"--compile-cache-threads={s.threads}",
-                       f"--compile-cache-timeout={s.timeout}"]
+                       *([f"--compile-cache-timeout={s.timeout}"] if s.timeout else [])]
             self._baseline = Baseline(
                 repo, s.baseline or "", store, options,
                 Path(self.config.rootpath).resolve().relative_to(repo.resolve()),
                 Path(self.config.invocation_params.dir).resolve().relative_to(repo.resolve()),
-                timeout=s.timeout * 2 * (len(self.check_ids) + 1))
+                timeout=(s.timeout or DEFAULT_TIMEOUT_S) * 2 * (len(self.check_ids) + 1))
         return self._baseline
 
     def compare_with_baseline(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any],

@@ -19,7 +19,7 @@ _OUT_OF_MEMORY = ("MemoryError", "can't allocate memory", "OutOfMemoryError", "o
 
 
 def phase_outcome(nodeid: str, phase: str, root: CacheRoot, out: Path, launched: Any,
-                  timings: Dict[str, Optional[float]], timeout: float, notes: List[str]
+                  timings: Dict[str, Optional[float]], limit: Any, notes: List[str]
                   ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
     """The phase's record and, if it failed, its error result; its timings go into
     `timings`, what the child put back of the test's cache settings into `notes`."""
@@ -36,8 +36,8 @@ def phase_outcome(nodeid: str, phase: str, root: CacheRoot, out: Path, launched:
         for stage, secs in launched.stages(rec.get("marks") or {}).items():
             timings[f"{phase}_{stage}_s"] = secs
     if launched.timed_out:
-        why = (f"timed out after {timeout:.0f} s and was killed with its "
-               f"process group (raise --compile-cache-timeout)")
+        why = (f"timed out after {limit.seconds:.0f} s and was killed with its "
+               f"process group ({limit.said})")
         return rec, error_result(nodeid, phase, why, launched.tail(), timings)
     if not rec or rec.get("error"):  # a full disk is named before anything it caused
         full = diskspace.out_of_space(phase, root.path, root.phases / f"{phase}.log",
