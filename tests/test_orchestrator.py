@@ -137,3 +137,161 @@ def test_a_replayed_check_concludes_as_its_session_did(harness: Harness, case: s
     assert harness.launcher.phases() == [p.name for p in harness.path.phases]
     # every timing the session derived from the processes is the recorded one
     assert {k: v for k, v in res.timings.items() if k in rec["timings"]} == rec["timings"]
+
+
+def test_the_phases_run_in_the_checks_private_root_and_the_between_hook_sees_the_cold_files(
+        harness: Harness) -> None:
+    """Cold then warm over one private root (the local restart); the hook between them
+    is handed that root holding what the cold run wrote; a passing check's roots go."""
+    rec = load_record("pass_mlp")
+    seen: List[Dict[str, int]] = []
+
+    def between(root: Path) -> None:
+        seen.append({p: (root / p).stat().st_size for p in rec["snaps"]["cold"]})
+
+    res = harness.check(rec, between=between)
+    cold, warm = harness.launcher.launched
+    assert (cold.spec["root"], cold.lane, warm.lane) == (warm.spec["root"], 0, 1)
+    root = Path(cold.spec["root"])
+    assert cold.spec["out"] == str(root / "phases" / "cold.json")
+    assert cold.env["TORCHINDUCTOR_CACHE_DIR"] == str(root / "inductor")
+    assert harness.item is not None and harness.item.between_called == [root]
+    assert seen == [rec["snaps"]["cold"]]
+    assert res.verdict == "pass" and res.cache_root is None and not root.exists()
+    assert res.launch == {"cold": "fresh", "warm": "fresh"}
+    assert [x["phase"] for x in res.leases] == ["cold", "warm"]
+
+
+def test_a_failing_check_keeps_its_root_and_names_it(harness: Harness) -> None:
+    res = harness.check(load_record("fx_config_drift"))
+    assert res.verdict == "fail"
+    assert res.cache_root == harness.launcher.launched[0].spec["root"]
+    assert (Path(res.cache_root) / "phases" / "warm.json").is_file()
+
+
+# -- phase_outcome: what a phase process amounts to --------------------------------------
+
+def _warm_error(harness: Harness, reply: Reply, case: str = "pass_mlp", **kw: Any
+                ) -> CheckResult:
+    res = harness.check(load_record(case), replies={"warm": reply}, **kw)
+    assert res.verdict == "error", (res.verdict, res.problems)
+    assert res.error is not None
+    return res
+
+
+def test_a_phase_that_timed_out_is_an_error_naming_the_timeout(harness: Harness) -> None:
+    res = _warm_error(harness, Reply(record=None, returncode=None, timed_out=True,
+                                     log="compiling...\nstill compiling"), timeout=42.0)
+    assert res.error == ("warm phase timed out after 42 s and was killed with its process "
+                         "group (raise --compile-cache-timeout)\n--- last lines of its output "
+                         "---\ncompiling...\nstill compiling")
+    assert res.timings["warm_process_s"] == load_record("pass_mlp")["timings"]["warm_process_s"]
+
+
+def test_a_phase_killed_without_a_record_is_named_a_likely_oom(harness: Harness) -> None:
+    res = _warm_error(harness, Reply(record=None, returncode=-signal.SIGKILL))
+    assert res.error is not None and res.error.startswith(
+        "warm phase was killed with SIGKILL without a result: out of memory? (the kernel's "
+        "OOM killer sends SIGKILL; peak resident memory 337 MB)")
+
+
+def test_a_phase_that_exits_without_a_record_is_a_crash_with_its_log(harness: Harness) -> None:
+    res = _warm_error(harness, Reply(record=None, returncode=3, log="Segmentation fault"))
+    assert res.error == ("warm phase crashed or exited early (exit code 3) without a result "
+                         "(peak resident memory 337 MB)\n--- last lines of its output ---\n"
+                         "Segmentation fault")
+
+
+def test_a_phase_whose_workload_raised_is_an_error_with_the_exception(harness: Harness) -> None:
+    warm = load_record("pass_mlp")["recs"]["warm"]
+    res = _warm_error(harness, Reply(record={**warm, "error": "RuntimeError: boom\n"},
+                                     log="the log"))
+    # the workload ran: its exception says it all, the log's tail is not added
+    assert res.error == "warm phase failed:\nRuntimeError: boom"
+    res = _warm_error(harness, Reply(record={**warm, "error": "MemoryError\n", "ran": False},
+                                     log="the log"))
+    assert res.error == ("warm phase ran out of memory (MemoryError; peak resident memory "
+                         "337 MB):\nMemoryError\n--- last lines of its output ---\nthe log")
+
+
+def test_a_phase_whose_caches_escaped_its_root_is_an_error(harness: Harness) -> None:
+    from pytest_compilecache.child import confinement
+
+    warm = load_record("pass_mlp")["recs"]["warm"]
+    escaped = ["TORCHINDUCTOR_CACHE_DIR was set to /elsewhere by the test's code"]
+    res = _warm_error(harness, Reply(record={**warm, "escaped": escaped}))
+    assert res.error == "warm phase " + confinement.escaped(escaped)
+
+
+def test_what_a_phase_reclaimed_is_noted_once(harness: Harness) -> None:
+    rec = load_record("pass_mlp")
+    said = "the test's code set torch._inductor.config.fx_graph_cache=False: put back"
+    for phase in ("cold", "warm"):
+        rec["recs"][phase]["reclaimed"] = [said]
+    res = harness.check(rec)
+    assert res.verdict == "pass" and res.notes.count(said) == 1
+
+
+def test_a_failed_cold_phase_runs_no_warm_phase(harness: Harness) -> None:
+    res = harness.check(load_record("pass_mlp"), replies={"cold": Reply(record=None,
+                                                                        returncode=1)})
+    assert res.verdict == "error" and res.error is not None
+    assert res.error.startswith("cold phase crashed or exited early (exit code 1)")
+    assert harness.launcher.phases() == ["cold"]
+    assert harness.item is not None and harness.item.between_called == []
+
+
+def test_a_cold_phase_that_hit_was_never_cold(harness: Harness) -> None:
+    """A cold phase on an empty root that loads entries it never wrote: an error, the
+    warm phase is not run."""
+    rec = load_record("pass_mlp")
+    res = harness.check(rec, replies={"cold": Reply(record=rec["recs"]["warm"])})
+    assert res.verdict == "error" and res.error is not None
+    assert res.error.startswith("cold phase was not cold: it began on an empty private cache "
+                                "root and still loaded cache entries (fx_graph hit 1 entr(ies) "
+                                "this process never wrote")
+    assert harness.launcher.phases() == ["cold"]
+
+
+def test_a_phase_log_that_says_the_disk_filled_makes_a_failed_check_an_error(
+        harness: Harness) -> None:
+    rec = load_record("fx_config_drift")
+    full = "OSError: [Errno 28] No space left on device: '/tmp/x/inductor/fxgraph/ab'"
+    res = harness.check(rec, replies={"cold": Reply(record=rec["recs"]["cold"],
+                                                    log=f"W1125 00:13:57.700000 7699 torch/x.py:1] {full}\n")})
+    assert res.verdict == "error"
+    assert res.problems[0].startswith(f"the cold phase could not save all of its caches ({full}; "
+                                      f"log: ")
+    assert res.problems[1:] == rec["expected"]["problems"]
+    # a check that passed is not blamed on the disk
+    rec = load_record("pass_mlp")
+    res = harness.check(rec, replies={"cold": Reply(record=rec["recs"]["cold"],
+                                                    log=full + "\n")})
+    assert res.verdict == "pass" and not res.problems
+
+
+# -- damage: the cold run's files changed before the warm run read them ------------------
+
+def test_a_damaged_cache_is_the_sessions_problem_and_fails_a_check_its_judge_passed(
+        harness: Harness) -> None:
+    """kernels_deleted: the warm run rebuilt every .so at the same path and size, so the
+    judge passes; the damage the session saw between the phases fails the check."""
+    rec = load_record("kernels_deleted")
+    res = harness.check(rec, between=BETWEEN["kernels_deleted"])
+    assert res.verdict == "fail"
+    assert [p for p in res.problems if p.startswith(DAMAGE)] == res.problems
+    assert "7 file(s)" in res.problems[0] and res.problems[0].endswith("(+2 more)")
+    # the same phases, nothing deleted: no damage, and the judge's pass stands
+    res = harness.check(load_record("kernels_deleted"))
+    assert (res.verdict, res.problems) == ("pass", [])
+
+
+def test_a_warm_crash_after_damage_fails_naming_the_damage_instead_of_an_error(
+        harness: Harness) -> None:
+    crash = Reply(record=None, returncode=1, log="ImportError: cannot load kernel .so")
+    res = harness.check(load_record("kernels_deleted"), replies={"warm": crash},
+                        between=BETWEEN["kernels_deleted"])
+    assert res.verdict == "fail" and res.problems[0].startswith(DAMAGE)
+    assert res.error is not None and "crashed or exited early" in res.error
+    res = harness.check(load_record("kernels_deleted"), replies={"warm": crash})
+    assert (res.verdict, res.problems) == ("error", [])
