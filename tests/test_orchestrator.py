@@ -468,3 +468,94 @@ def test_a_baseline_that_cannot_be_read_is_the_checks_problem(harness: Harness,
     assert res.verdict == "fail" and len(res.problems) == 1
     assert res.problems[0].startswith("baseline v1: ") and "truncated" in res.problems[0]
     assert res.drift == {}
+
+
+# -- the deploy path (--compile-cache-baseline-warm) -----------------------------------------
+
+def _deploy_base(tmp: Path, rec: Dict[str, Any]) -> Baseline:
+    base = _baseline(tmp, rec)
+    test_file = base.tree() / rec["nodeid"].split("::")[0]
+    test_file.parent.mkdir(parents=True)
+    test_file.write_text("# the check's test file at the baseline\n")
+    return base
+
+
+def _fresh(rec: Dict[str, Any], compare: Optional[Dict[str, Any]]) -> Reply:
+    """The deploy path's third phase: a cold compile of this commit's code on an empty
+    root that compared its outputs with the warm run's (`compare_cold`)."""
+    return Reply(record={**rec["recs"]["cold"], "compare_cold": compare})
+
+
+def test_deploy_runs_the_cold_phase_in_the_baselines_worktree_then_a_fresh_reference(
+        harness: Harness, tmp_path: Path) -> None:
+    rec = load_record("pass_mlp")
+    base = _deploy_base(tmp_path, rec)
+    res = harness.check(rec, base=base, baseline_warm=True,
+                        replies={"fresh": _fresh(rec, rec["recs"]["warm"]["compare_cold"])})
+    # reported as the local restart it stands for
+    assert harness.path.name == "deploy" and res.via == "local"
+    assert (res.verdict, res.problems) == ("pass", [])
+    cold, warm, fresh = harness.launcher.launched
+    assert [cold.phase, warm.phase, fresh.phase] == ["cold", "warm", "fresh"]
+    tree = str(base.tree())
+    assert cold.cwd == tree and cold.env["PYTHONPATH"].split(os.pathsep)[0] == tree
+    assert warm.cwd != tree and fresh.cwd != tree
+    # the warm run over the baseline's caches; the fresh one on an empty root of its own,
+    # comparing with the outputs the warm run kept
+    assert warm.spec["root"] == cold.spec["root"] != fresh.spec["root"]
+    phases = Path(cold.spec["root"]) / "phases"
+    assert warm.spec["save_outputs"] == str(phases / "warm-outputs.pt")
+    assert fresh.spec["compare_outputs"] == str(phases / "warm-outputs.pt")
+    assert any(n.startswith("a fresh compile of this commit's code on an empty cache, the "
+                            "reference a stale entry cannot hide from, computed what the warm "
+                            "run did (bitwise, else float64 reference: 1 compared)")
+               for n in res.notes), res.notes
+    # the cold keys are another commit's: not compared with the baseline's
+    assert res.drift == {} and base.asked == []
+
+
+def test_deploy_fails_a_warm_run_that_differs_from_the_fresh_compile(
+        harness: Harness, tmp_path: Path) -> None:
+    rec = load_record("pass_mlp")
+    stale = load_record("stale_entry")["recs"]["warm"]["compare_cold"]
+    res = harness.check(rec, base=_deploy_base(tmp_path, rec), baseline_warm=True,
+                        replies={"fresh": _fresh(rec, stale)})
+    assert res.verdict == "fail" and len(res.problems) == 1
+    assert res.problems[0].startswith(
+        "outputs: the warm run (the baseline's caches under this commit's code) differs from "
+        "a fresh compile of this commit's code in 1 tensor(s); first output: differs (max abs "
+        "diff 1.32")
+    assert res.outputs["fresh_vs_warm"]["ok"] is False
+
+
+def test_deploy_without_a_fresh_comparison_fails(harness: Harness, tmp_path: Path) -> None:
+    rec = load_record("pass_mlp")
+    res = harness.check(rec, base=_deploy_base(tmp_path, rec), baseline_warm=True)
+    assert res.verdict == "fail"
+    assert res.problems == ["outputs: the fresh compile of this commit's code made no "
+                            "comparison with the warm run"]
+
+
+def test_deploy_of_a_check_the_baseline_lacks_runs_nothing(harness: Harness,
+                                                           tmp_path: Path) -> None:
+    rec = load_record("pass_mlp")
+    base = _baseline(tmp_path, rec)  # its worktree has no such test file
+    res = harness.check(rec, base=base, baseline_warm=True)
+    assert res.verdict == "error" and harness.launcher.launched == []
+    assert res.error == (f"cold phase does not exist at the baseline {base.label}: nothing to "
+                         f"deploy from")
+
+
+def test_deploy_from_a_baseline_that_cannot_be_checked_out_is_an_error(
+        harness: Harness, tmp_path: Path) -> None:
+    rec = load_record("pass_mlp")
+    base = _baseline(tmp_path, rec)
+
+    def tree() -> Path:
+        raise RuntimeError("git worktree add failed: no such revision v1")
+
+    base.tree = tree  # type: ignore[method-assign]
+    res = harness.check(rec, base=base, baseline_warm=True)
+    assert (res.verdict, res.error) == ("error", "cold phase could not check out the baseline: "
+                                                 "git worktree add failed: no such revision v1")
+    assert harness.launcher.launched == []
