@@ -26,6 +26,7 @@ from pytest_compilecache.history.store import ManifestStore
 from pytest_compilecache.layers import LAYERS
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import Settings
+from pytest_compilecache.paths.redis_server import RedisServer, RedisUnavailable
 
 DAMAGE = "cache damaged between build and deploy"
 # what the recorded sessions' conftests did between the phases (records/record.py)
@@ -559,3 +560,125 @@ def test_deploy_from_a_baseline_that_cannot_be_checked_out_is_an_error(
     assert (res.verdict, res.error) == ("error", "cold phase could not check out the baseline: "
                                                  "git worktree add failed: no such revision v1")
     assert harness.launcher.launched == []
+
+
+# -- the remote path (--compile-cache-via=remote) ----------------------------------------------
+
+class Redis(RedisServer):
+    """A Redis server as the remote path sees it (paths/redis_server.py), with nothing
+    listening: what it says (env, gone) is the real class's, what would ask the server
+    is answered here. `down_before`: the phase before which it stops answering;
+    `gone_after`: gone once the phases ran (DBSIZE gets no reply)."""
+
+    def __init__(self, owned: bool = True, down_before: str = "",
+                 gone_after: bool = False) -> None:
+        super().__init__("127.0.0.1", 6399, None, Path("/srv/redis") if owned else None)
+        self._owned, self.down_before, self.gone_after = owned, down_before, gone_after
+        self.flushed, self.asked, self.closed = 0, [], False
+
+    @property
+    def owned(self) -> bool:
+        return self._owned
+
+    def flush(self) -> None:
+        self.flushed += 1
+
+    def ensure_answers(self, when: str) -> None:
+        self.asked.append(when)
+        if self.down_before and when.endswith(f"before the {self.down_before} phase"):
+            raise RedisUnavailable(self.gone("connection refused", when))
+
+    def keys(self) -> Optional[int]:
+        return None if self.gone_after else 3
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _remote(rec: Dict[str, Any], cold: Dict[str, Dict[str, int]],
+            warm: Dict[str, Dict[str, int]]) -> Dict[str, Any]:
+    """A carried path's record with what torch's remote caches counted in each process."""
+    out = json.loads(json.dumps(rec))
+    for phase, stats in (("cold", cold), ("warm", warm)):
+        out["recs"][phase]["artifact"]["remote"] = {
+            name: {"hit": 0, "miss": 0, "put": 0, "exception": 0, **s} for name, s in stats.items()}
+    return out
+
+
+def _remote_check(harness: Harness, rec: Dict[str, Any], server: Redis, **kw: Any
+                  ) -> CheckResult:
+    launcher = ReplayLauncher(rec, kw.pop("replies", None))
+    session = harness.start(launcher, via=("remote",), **kw)
+    [path] = session.warm_start_paths
+    path.server = server  # type: ignore[attr-defined]
+    harness.launcher, harness.path = launcher, path
+    item = Item(rec["nodeid"], harness.tmp / "t.py")
+    return CheckRun(session, item, path).run()  # type: ignore[arg-type]
+
+
+FX_REMOTE = "RemoteFxGraphCache"
+
+
+def test_remote_warm_hits_through_the_server_and_passes(harness: Harness) -> None:
+    rec = _remote(load_record("mega_linear"), {FX_REMOTE: {"put": 1}},
+                  {FX_REMOTE: {"hit": 1}, "LocalFxGraphCache": {"miss": 1}})
+    server = Redis()
+    res = _remote_check(harness, rec, server)
+    assert (res.verdict, res.problems, res.via) == ("pass", [], "remote")
+    assert "remote fx_graph (RemoteFxGraphCache): cold put 1; warm hit 1, miss 0 (its empty " \
+           "local disk: miss 1)" in res.notes
+    assert res.notes[-1] == "remote: a private redis-server at 127.0.0.1:6399; the cold " \
+                            "process put RemoteFxGraphCache 1"
+    # emptied before the cold phase only; asked to answer before each phase
+    assert server.flushed == 1
+    assert server.asked == ["before the check's cold phase",
+                            "after the cold phase, before the warm phase"]
+    for launched in harness.launcher.launched:
+        assert launched.env["TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE"] == "1"
+        assert launched.env["TORCHINDUCTOR_REDIS_PORT"] == "6399"
+    cold, warm = harness.launcher.launched
+    assert cold.spec["root"] != warm.spec["root"]  # a new machine with an empty disk
+
+
+def test_remote_warm_misses_of_what_cold_put_fail(harness: Harness) -> None:
+    rec = _remote(load_record("mega_linear"), {FX_REMOTE: {"put": 1}}, {FX_REMOTE: {"miss": 2}})
+    res = _remote_check(harness, rec, Redis())
+    assert res.verdict == "fail"
+    assert res.problems == ["remote fx_graph: the warm process missed RemoteFxGraphCache 2 "
+                            "time(s) and hit it never, though the cold one put 1 entr(ies)"]
+
+
+def test_remote_server_gone_during_the_warm_phase_makes_the_check_an_error(
+        harness: Harness) -> None:
+    rec = _remote(load_record("mega_linear"), {FX_REMOTE: {"put": 1}}, {FX_REMOTE: {"miss": 2}})
+    res = _remote_check(harness, rec, Redis(gone_after=True))
+    assert res.verdict == "error"
+    assert res.problems[0] == (
+        "remote: the plugin's private redis-server at 127.0.0.1:6399 stopped answering during "
+        "the warm phase (DBSIZE got no reply): a fault of the server, not a verdict on the "
+        "model; see its log in /srv/redis/redis.log; the remote caches were unreachable, so "
+        "what follows is its consequence")
+
+
+def test_remote_server_down_before_the_warm_phase_runs_no_warm_phase(harness: Harness) -> None:
+    rec = _remote(load_record("mega_linear"), {FX_REMOTE: {"put": 1}}, {FX_REMOTE: {"hit": 1}})
+    res = _remote_check(harness, rec, Redis(down_before="warm"))
+    assert res.verdict == "error" and harness.launcher.phases() == ["cold"]
+    assert res.error is not None and res.error.startswith(
+        "warm phase was not run: the plugin's private redis-server at 127.0.0.1:6399 stopped "
+        "answering after the cold phase, before the warm phase (connection refused)")
+
+
+def test_remote_cold_run_warmed_by_a_users_server_names_the_server(harness: Harness) -> None:
+    rec = _remote(load_record("mega_linear"), {FX_REMOTE: {"put": 1}}, {FX_REMOTE: {"hit": 1}})
+    warm_as_cold = Reply(record={**rec["recs"]["warm"], "artifact": rec["recs"]["cold"]["artifact"]})
+    server = Redis(owned=False)
+    res = _remote_check(harness, rec, server, redis="127.0.0.1:6399",
+                        replies={"cold": warm_as_cold})
+    assert res.verdict == "error" and res.error is not None
+    assert res.error.startswith("cold phase was not cold: ")
+    assert res.error.endswith("; here the likely source is your Redis server at "
+                              "127.0.0.1:6399: it holds entries of earlier runs (the check "
+                              "empties only a server of its own: leave --compile-cache-redis "
+                              "out)")
+    assert server.flushed == 1  # asked; the real class flushes only a server of its own
