@@ -682,3 +682,85 @@ def test_remote_cold_run_warmed_by_a_users_server_names_the_server(harness: Harn
                               "empties only a server of its own: leave --compile-cache-redis "
                               "out)")
     assert server.flushed == 1  # asked; the real class flushes only a server of its own
+
+
+# -- caching precompile (--compile-cache-via=precompile) -------------------------------------
+
+def _precompiled(rec: Dict[str, Any], hits: int, traced: int,
+                 said: Optional[List[str]] = None) -> Dict[str, Any]:
+    """A mega-cache record as caching precompile's: the warm process loaded `hits`
+    precompiled frames and traced `traced`; torch `said` these in the cold one."""
+    out = json.loads(json.dumps(rec))
+    counters = out["recs"]["warm"]["cache"]["counters"]
+    counters["frames"] = {"ok": traced, "total": traced}
+    counters["dynamo_cache"] = {"dynamo_cache_hit": hits}
+    out["recs"]["cold"]["artifact"]["torch_said"] = list(said or [])
+    return out
+
+
+def test_precompile_sets_caching_precompile_in_both_processes_and_passes_a_loaded_frame(
+        harness: Harness) -> None:
+    rec = _precompiled(load_record("mega_linear"), hits=1, traced=0)
+    res = harness.check(rec, via="precompile")
+    assert (res.via, res.verdict, res.problems) == ("precompile", "pass", [])
+    cold, warm = harness.launcher.launched
+    assert cold.env["TORCH_CACHING_PRECOMPILE"] == warm.env["TORCH_CACHING_PRECOMPILE"] == "1"
+    assert (cold.spec["artifact"], warm.spec["artifact"]) == ("save", "load")
+    assert cold.spec["artifact_path"] == warm.spec["artifact_path"]  # carried between roots
+    assert cold.spec["root"] != warm.spec["root"]
+
+
+def test_precompile_fails_a_warm_process_that_traced(harness: Harness) -> None:
+    said = ["caching_precompile: guard on a global dropped: G['scale']",
+            "package bypass: the frame reads a closure cell"]
+    rec = _precompiled(load_record("mega_linear"), hits=0, traced=1, said=said)
+    res = harness.check(rec, via="precompile")
+    assert res.verdict == "fail"
+    assert res.problems == ["precompile: the warm process traced 1 frame(s) with Dynamo and "
+                            "loaded 0 precompiled one(s): package bypass: the frame reads a "
+                            "closure cell"]
+    assert "precompile: 1 guard(s) dropped, so a process that differs there still loads this " \
+           "entry: caching_precompile: guard on a global dropped: G['scale']" in res.notes
+    # the mega-cache path takes the same records without caching precompile's rule
+    res = harness.check(rec, via="mega")
+    assert (res.verdict, res.problems) == ("pass", [])
+
+
+def test_precompile_a_workload_that_crashes_with_it_on_fails_the_path(harness: Harness) -> None:
+    rec = load_record("mega_linear")
+    crashed = {**rec["recs"]["cold"], "ran": False,
+               "error": "Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+                        "RuntimeError: cannot pickle a closure\n",
+               "artifact": {"torch_said": ["dynamo cache: cannot save the frame"]}}
+    res = harness.check(rec, via="precompile", replies={"cold": Reply(record=crashed)})
+    assert (res.verdict, res.error) == ("fail", None)
+    assert res.problems == ["precompile: the cold workload fails with caching precompile on "
+                            "(TORCH_CACHING_PRECOMPILE=1), which the local path runs without: "
+                            "RuntimeError: cannot pickle a closure; torch said: dynamo cache: "
+                            "cannot save the frame"]
+    assert harness.launcher.phases() == ["cold"]
+    # under the mega-cache the same crash is the check's error
+    res = harness.check(rec, via="mega", replies={"cold": Reply(record=crashed)})
+    assert res.verdict == "error" and res.problems == []
+
+
+def test_an_artifact_that_failed_to_load_is_the_paths_failure(harness: Harness) -> None:
+    """The warm process died inside torch's loader: the path fails, naming it."""
+    rec = load_record("mega_linear")
+    warm = {**rec["recs"]["warm"], "ran": False,
+            "error": "Traceback...\n  in load_cache_artifacts\nEOFError: Ran out of input\n"}
+    res = harness.check(rec, via="mega", replies={"warm": Reply(record=warm)})
+    assert res.verdict == "fail"
+    assert res.problems[0] == ("mega: the warm process died inside torch's "
+                               "load_cache_artifacts (warm phase failed:): the artifact the "
+                               "cold process built cannot be loaded here")
+
+
+def test_an_artifact_path_stops_after_a_cold_phase_that_found_it_not_applicable(
+        harness: Harness) -> None:
+    rec = load_record("aot_linear")
+    rec["recs"]["cold"]["artifact"] = {"na": "needs fullgraph=True: the model has a graph break"}
+    res = harness.check(rec, via="aot")
+    assert (res.verdict, res.notes[0]) == ("n/a", "aot: needs fullgraph=True: the model has a "
+                                                  "graph break")
+    assert harness.launcher.phases() == ["cold"]
