@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+import pytest
+
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
 from pytest_compilecache.launch.launcher import LaunchResult
 
@@ -174,3 +176,42 @@ def remove_files(root: Path, match: Callable[[str], bool]) -> List[str]:
 
 def rmtree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+class SessionReplay:
+    """A session's launcher: each check's phases replayed from its own record, chosen by
+    the node id in the phase's spec (records keyed by their `nodeid`)."""
+
+    def __init__(self, records: Sequence[Dict[str, Any]]) -> None:
+        self.by_check = {r["nodeid"]: ReplayLauncher(r) for r in records}
+        self.started = self.closed = False
+        self.preloaded: List[str] = []
+
+    def start(self, env: Mapping[str, str], cwd: str) -> None:
+        self.started = True
+
+    def preload(self, modules: Sequence[str]) -> None:
+        self.preloaded.extend(modules)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
+            timeout: Optional[float], lane: int = 0) -> LaunchResult:
+        nodeid = json.loads(Path(env[CHILD_SPEC_ENV]).read_text())["nodeid"]
+        return self.by_check[nodeid].run(argv, env, cwd, log_path, timeout, lane)
+
+
+class UseLauncher:
+    """A plugin that hands the controller's session `launcher` once it is configured
+    (the session is registered as "compilecache-session" by the plugin's configure; a
+    later configure hook sees it): `pytester.runpytest(..., plugins=[UseLauncher(l)])`."""
+
+    def __init__(self, launcher: Any) -> None:
+        self.launcher = launcher
+        self.session: Any = None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        self.session = config.pluginmanager.get_plugin("compilecache-session")
+        self.session.launcher = self.launcher

@@ -14,11 +14,12 @@ import os
 import signal
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-from fakes import RECORDS, ReplayLauncher, Reply, load_record, remove_files
+from fakes import (RECORDS, ReplayLauncher, Reply, SessionReplay, UseLauncher, load_record,
+                   remove_files)
 from pytest_compilecache.controller.check import CheckRun
 from pytest_compilecache.controller.session import CompileCacheSession
 from pytest_compilecache.history import manifest as mf
@@ -66,7 +67,7 @@ class Harness:
 
     def settings(self, **kw: Any) -> Settings:
         base = Settings(check=True, root=str(self.tmp / "roots"), store="none", device="cpu",
-                        threads=1, launcher="subprocess", lease_timeout=5.0)
+                        threads=1, launcher="fresh", lease_timeout=5.0)
         return dataclasses.replace(base, **kw)
 
     def start(self, launcher: ReplayLauncher, **settings: Any) -> CompileCacheSession:
@@ -168,6 +169,7 @@ def test_the_phases_run_in_the_checks_private_root_and_the_between_hook_sees_the
 def test_a_failing_check_keeps_its_root_and_names_it(harness: Harness) -> None:
     res = harness.check(load_record("fx_config_drift"))
     assert res.verdict == "fail"
+    assert res.cache_root is not None
     assert res.cache_root == harness.launcher.launched[0].spec["root"]
     assert (Path(res.cache_root) / "phases" / "warm.json").is_file()
 
@@ -260,8 +262,9 @@ def test_a_phase_log_that_says_the_disk_filled_makes_a_failed_check_an_error(
         harness: Harness) -> None:
     rec = load_record("fx_config_drift")
     full = "OSError: [Errno 28] No space left on device: '/tmp/x/inductor/fxgraph/ab'"
+    glog = "W1125 00:13:57.700000 7699 torch/_inductor/codecache.py:2193] "  # torch's prefix
     res = harness.check(rec, replies={"cold": Reply(record=rec["recs"]["cold"],
-                                                    log=f"W1125 00:13:57.700000 7699 torch/x.py:1] {full}\n")})
+                                                    log=f"{glog}{full}\n")})
     assert res.verdict == "error"
     assert res.problems[0].startswith(f"the cold phase could not save all of its caches ({full}; "
                                       f"log: ")
@@ -365,7 +368,7 @@ class Baseline:
                  fails: Optional[Exception] = None) -> None:
         self.store = ManifestStore(tmp / "store")
         self.commit = {"sha": "b" * 40, "short": "bbbbbbb", "subject": "the base"}
-        self.rev, self.logs = "v1", []
+        self.rev, self.logs = "v1", []  # type: Tuple[str, List[Path]]
         self.fails = fails
         self.path = self.store.merge(self.commit, env, checks) if checks else None
         self.env_id = mf.environment_id(env)
@@ -574,7 +577,8 @@ class Redis(RedisServer):
                  gone_after: bool = False) -> None:
         super().__init__("127.0.0.1", 6399, None, Path("/srv/redis") if owned else None)
         self._owned, self.down_before, self.gone_after = owned, down_before, gone_after
-        self.flushed, self.asked, self.closed = 0, [], False
+        self.flushed, self.closed = 0, False
+        self.asked: List[str] = []
 
     @property
     def owned(self) -> bool:
@@ -764,3 +768,60 @@ def test_an_artifact_path_stops_after_a_cold_phase_that_found_it_not_applicable(
     assert (res.verdict, res.notes[0]) == ("n/a", "aot: needs fullgraph=True: the model has a "
                                                   "graph break")
     assert harness.launcher.phases() == ["cold"]
+
+
+# -- a whole pytest session over replayed phases ---------------------------------------------
+
+@pytest.fixture
+def in_process() -> Iterator[None]:
+    """The controller, run in this process, sets its dirs in the environment and takes
+    SIGTERM (lifetime.interrupt_on_sigterm): both are put back."""
+    environ, handler = dict(os.environ), signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, handler)
+    os.environ.clear()
+    os.environ.update(environ)
+
+
+MARKED = """
+import pytest
+
+
+@pytest.mark.compile_cache
+def {name}():
+    pass
+"""
+
+
+def test_a_session_over_replayed_phases_reports_what_the_recorded_sessions_did(
+        pytester: pytest.Pytester, in_process: None) -> None:
+    """Three marked tests (no torch here: the phases are replayed), one of them with the
+    recorded conftest that deletes the compiled kernels between the phases: the
+    session's verdicts, terminal lines and JSON report are the recorded sessions'."""
+    records = [load_record(c) for c in ("pass_mlp", "fx_config_drift", "kernels_deleted")]
+    for rec in records:
+        path, name = rec["nodeid"].split("::")
+        pytester.makepyfile(**{path[:-3]: MARKED.format(name=name)})
+    pytester.makeconftest("")
+    (pytester.path / "kernels_deleted" / "conftest.py").write_text(
+        "def pytest_compilecache_between_phases(item, cache_root):\n"
+        "    for f in (cache_root / 'inductor').rglob('*.so'):\n"
+        "        f.unlink()\n")
+    launcher = SessionReplay(records)
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--compile-cache-check", "--compile-cache-store=none",
+        "--compile-cache-device=cpu", "--compile-cache-launcher=fresh",
+        f"--compile-cache-root={pytester.path / 'roots'}", "--compile-cache-report=report.json",
+        plugins=[UseLauncher(launcher)])
+    result.assert_outcomes(passed=1, failed=2)
+    assert launcher.started and launcher.closed
+    assert {n: r.phases() for n, r in launcher.by_check.items()} == {
+        rec["nodeid"]: ["cold", "warm"] for rec in records}
+    result.stdout.fnmatch_lines_random([rec["expected"]["session_line"] for rec in records])
+    report = json.loads((pytester.path / "report.json").read_text())
+    got = {c["nodeid"]: c for c in report["checks"]}
+    for rec in records:
+        check, exp = got[rec["nodeid"]], rec["expected"]
+        assert (check["verdict"], check["problems"]) == (exp["verdict"], exp["problems"])
+        assert {k: v["state"] for k, v in check["layers"].items()} == \
+            {k: v["state"] for k, v in exp["layers"].items()}
