@@ -14,7 +14,7 @@ import os
 import signal
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -368,7 +368,8 @@ class Baseline:
                  fails: Optional[Exception] = None) -> None:
         self.store = ManifestStore(tmp / "store")
         self.commit = {"sha": "b" * 40, "short": "bbbbbbb", "subject": "the base"}
-        self.rev, self.logs = "v1", []  # type: Tuple[str, List[Path]]
+        self.rev = "v1"
+        self.logs: List[Path] = []
         self.fails = fails
         self.path = self.store.merge(self.commit, env, checks) if checks else None
         self.env_id = mf.environment_id(env)
