@@ -8,15 +8,17 @@ run it reads the phase's spec (the file `CHILD_SPEC_ENV` names, as the child doe
 makes the cache root's watched dirs hold the files of the record's snapshot of that
 phase (same paths and sizes; the C++ sources the artifact judge reads with their
 recorded head), writes the phase record to the spec's `out` and a log, and returns a
-`LaunchResult`. What a test wants to change about a phase (a record with an error, a
-phase that timed out, a crash without a record) it passes as `replies`.
+`LaunchResult` with the recorded process's wall time, peak memory, start and end (so
+the timings the controller derives are the session's). What a test wants to change
+about a phase (a record with an error, a phase that timed out, a crash without a
+record) it passes as `replies`. `SessionReplay` replays a record per check, and
+`UseLauncher` hands a launcher to the session of a pytest run (pytester).
 """
 from __future__ import annotations
 
 import copy
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
@@ -172,10 +174,6 @@ def remove_files(root: Path, match: Callable[[str], bool]) -> List[str]:
                 os.unlink(full)
                 gone.append(rel)
     return sorted(gone)
-
-
-def rmtree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
 
 
 class SessionReplay:
