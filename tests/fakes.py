@@ -57,6 +57,7 @@ class Launched:
     env: Dict[str, str]
     cwd: str
     lane: int
+    timeout: Optional[float] = None
 
 
 class ReplayLauncher:
@@ -90,7 +91,7 @@ class ReplayLauncher:
             timeout: Optional[float], lane: int = 0) -> LaunchResult:
         spec = json.loads(Path(env[CHILD_SPEC_ENV]).read_text())
         phase = spec["phase"]
-        self.launched.append(Launched(phase, spec, dict(env), cwd, lane))
+        self.launched.append(Launched(phase, spec, dict(env), cwd, lane, timeout))
         reply = self.replies.get(phase)
         if callable(reply):
             reply = reply(spec)

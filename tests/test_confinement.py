@@ -106,6 +106,9 @@ def test_a_full_disk_is_named_with_its_path(tmp_path: Path) -> None:
     log.write_bytes(b"x" * (3 << 20) + b"\nW fx graph unable to write to cache\n"
                     b"OSError: [Errno 28] No space left on device\n")
     assert diskspace.full_lines(log) == ["OSError: [Errno 28] No space left on device"]
+    # a process killed mid-write on a full disk leaves its last line unterminated
+    log.write_bytes(b"x" * (3 << 20) + b"\nOSError: [Errno 28] No space left on device")
+    assert diskspace.full_lines(log) == ["OSError: [Errno 28] No space left on device"]
 
 
 def test_a_root_others_can_write_is_a_usage_error(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import os
 import signal
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -44,8 +44,11 @@ class Item:
     pytest_compilecache_between_phases)."""
 
     def __init__(self, nodeid: str, path: Path,
-                 between: Optional[Callable[[Path], Any]] = None) -> None:
+                 between: Optional[Callable[[Path], Any]] = None,
+                 markers: Sequence[Any] = ()) -> None:
         self.nodeid, self.path = nodeid, path
+        self.location = (nodeid.split("::")[0], 16, nodeid.split("::")[-1])
+        self.markers = {m.name: m for m in markers}
         self.between_called: List[Path] = []
 
         def hook(item: Any, cache_root: Path) -> None:
@@ -54,6 +57,9 @@ class Item:
                 between(cache_root)
 
         self.ihook = SimpleNamespace(pytest_compilecache_between_phases=hook)
+
+    def get_closest_marker(self, name: str) -> Any:
+        return self.markers.get(name)
 
 
 class Harness:
@@ -81,7 +87,7 @@ class Harness:
     def check(self, rec: Dict[str, Any], replies: Optional[Dict[str, Any]] = None,
               between: Optional[Callable[[Path], Any]] = None, via: Optional[str] = None,
               stands_for: Optional[Dict[str, str]] = None, base: Any = None,
-              **settings: Any) -> CheckResult:
+              markers: Sequence[Any] = (), **settings: Any) -> CheckResult:
         launcher = ReplayLauncher(rec, replies, stands_for)
         if via is not None:
             settings.setdefault("via", (via,))
@@ -93,7 +99,8 @@ class Harness:
         [path] = session.warm_start_paths
         self.path = path
         self.launcher = launcher
-        self.item = Item(rec["nodeid"], self.tmp / rec["nodeid"].split("::")[0], between)
+        self.item = Item(rec["nodeid"], self.tmp / rec["nodeid"].split("::")[0], between,
+                         markers)
         self.run = CheckRun(session, self.item, path)  # type: ignore[arg-type]
         return self.run.run()
 
@@ -194,6 +201,35 @@ def test_a_phase_that_timed_out_is_an_error_naming_the_timeout(harness: Harness)
                          "group (raise --compile-cache-timeout)\n--- last lines of its output "
                          "---\ncompiling...\nstill compiling")
     assert res.timings["warm_process_s"] == load_record("pass_mlp")["timings"]["warm_process_s"]
+    assert harness.launcher.launched[1].timeout == 42.0
+
+
+def test_without_the_option_a_later_phase_gets_a_multiple_of_the_first(harness: Harness
+                                                                        ) -> None:
+    """Issue 38: a hung warm phase ends after 4x the cold phase's seconds (at least 300 s),
+    not after the cold compile's 1800 s, and says whose limit it hit."""
+    res = _warm_error(harness, Reply(record=None, returncode=None, timed_out=True,
+                                     log="compiling..."))
+    cold, warm = harness.launcher.launched[:2]
+    assert cold.timeout == 1800.0 and warm.timeout == 300.0
+    assert warm.spec["timeout_s"] == 300.0  # the child dumps its stack before that
+    assert res.error.startswith("warm phase timed out after 300 s and was killed with its "
+                                "process group (the default after the cold phase: 4x its ")
+
+
+def test_an_accepted_cost_passes_the_check_and_says_who_accepted_it(harness: Harness) -> None:
+    """Issue 38: the PGO recompile of a varying batch without a job id, accepted by the
+    session's option or by the check's marker (its place and reason named)."""
+    rec = load_record("pgo_no_job_id")
+    assert harness.check(rec).verdict == "fail"
+    res = harness.check(rec, accept=("dynamo_pgo",))
+    assert res.verdict == "pass" and res.problems == []
+    assert res.layers["dynamo_pgo"].accepted == "--compile-cache-accept"
+    marker = pytest.mark.compile_cache_accept("dynamo_pgo", reason="no PGO in production").mark
+    res = harness.check(rec, markers=[marker])
+    assert res.verdict == "pass"
+    assert res.layers["dynamo_pgo"].accepted == (
+        "@pytest.mark.compile_cache_accept at pgo/test_serve.py:17 (no PGO in production)")
 
 
 def test_a_phase_killed_without_a_record_is_named_a_likely_oom(harness: Harness) -> None:
@@ -760,7 +796,7 @@ def test_an_artifact_that_failed_to_load_is_the_paths_failure(harness: Harness) 
     res = harness.check(rec, via="mega", replies={"warm": Reply(record=warm)})
     assert res.verdict == "fail"
     assert res.problems[0] == ("mega: the warm process died inside torch's "
-                               "load_cache_artifacts (warm phase failed:): the artifact the "
+                               "load_cache_artifacts (EOFError: Ran out of input): the artifact the "
                                "cold process built cannot be loaded here")
 
 

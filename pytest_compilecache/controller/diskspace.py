@@ -91,15 +91,21 @@ def full_lines(log: Path, limit: int = 64 << 20, keep: int = 3) -> List[str]:
                 seen += len(chunk)
                 lines = (rest + chunk).split(b"\n")
                 rest = lines.pop()[-4096:]
-                for raw in lines:
-                    line = _GLOG.sub("", raw.decode(errors="replace").strip())
-                    if any(t in line for t in FULL_TEXT) and line[:300] not in found:
-                        found.append(line[:300])
-                        if len(found) >= keep:
-                            break
+                _scan(lines, found, keep)
+            if rest and len(found) < keep:  # the last line, unterminated: a process killed
+                _scan([rest], found, keep)    # mid-write on a full disk ends so
     except OSError:
         return found
     return found
+
+
+def _scan(lines: List[bytes], found: List[str], keep: int) -> None:
+    for raw in lines:
+        line = _GLOG.sub("", raw.decode(errors="replace").strip())
+        if any(t in line for t in FULL_TEXT) and line[:300] not in found:
+            found.append(line[:300])
+            if len(found) >= keep:
+                return
 
 
 def out_of_space(phase: str, root: Path, log: Path, text: str = "") -> Optional[str]:

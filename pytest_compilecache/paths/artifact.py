@@ -4,6 +4,7 @@ elsewhere, loads it, and runs. The rule: whatever the warm process still builds 
 the artifact did not carry."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
@@ -36,7 +37,7 @@ class ArtifactPath(WarmStartPath):
         """A warm process that crashed inside torch's loader: the artifact cannot be
         loaded on this machine, which is this path failing, not the plugin or the model."""
         if phase == "warm" and self.loader and self.loader in (result.error or ""):
-            first = (result.error or "").splitlines()[0]
+            first = _exception_line(result.error or "")
             result.verdict = "fail"
             result.problems.insert(0, f"{self.via}: the warm process died inside torch's "
                                       f"{self.loader} ({first}): the artifact the cold "
@@ -153,3 +154,11 @@ def artifact_counts(cache_info: Any) -> Dict[str, int]:
     """Artifacts per kind in a torch CacheInfo (e.g. inductor_artifacts: 3)."""
     artifacts = getattr(cache_info, "artifacts", None) or {}
     return {str(k): len(v) for k, v in artifacts.items()}
+
+
+def _exception_line(error: str) -> str:
+    """What the loader raised: the error's last `SomeError: ...` line (its first line is
+    the phase's own `warm phase failed:`), else its first line."""
+    lines = [x.strip() for x in error.splitlines() if x.strip()]
+    raised = [x for x in lines if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b", x)]
+    return (raised[-1] if raised else lines[0] if lines else "")[:300]
