@@ -47,6 +47,7 @@ class Reply:
     timed_out: bool = False
     log: str = ""
     leftovers: List[str] = field(default_factory=list)
+    raw: Optional[str] = None  # the record file's text as written (a process killed mid-write)
 
 
 @dataclass
@@ -108,6 +109,8 @@ class ReplayLauncher:
                 # the artifact judge reads the warm process's C++ sources from its root
                 art["watched"] = {k: str(v) for k, v in watched.items()}
             Path(spec["out"]).write_text(json.dumps(rec))
+        if reply.raw is not None:
+            Path(spec["out"]).write_text(reply.raw)
         log_path.write_text(reply.log)
         # the recorded process's wall time, peak memory, start and end, so that the
         # timings the controller derives (phase_outcome) are the session's

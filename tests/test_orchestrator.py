@@ -239,6 +239,18 @@ def test_a_phase_killed_without_a_record_is_named_a_likely_oom(harness: Harness)
         "OOM killer sends SIGKILL; peak resident memory 337 MB)")
 
 
+def test_a_record_cut_short_is_the_phases_error_not_the_plugins(harness: Harness) -> None:
+    """A phase killed while writing its record (issue 38): the phase's error naming the
+    record, never `failed in the controller`."""
+    res = _warm_error(harness, Reply(raw='{"cache": {"graphs": [', returncode=-9,
+                                     log="Killed"))
+    assert res.error is not None and res.error.startswith(
+        "warm phase left a record that cannot be read ("), res.error
+    assert "warm.json" in res.error and "failed in the controller" not in res.error
+    res = _warm_error(harness, Reply(raw="[1, 2]"))
+    assert "left a record that is no phase record" in (res.error or "")
+
+
 def test_a_phase_that_exits_without_a_record_is_a_crash_with_its_log(harness: Harness) -> None:
     res = _warm_error(harness, Reply(record=None, returncode=3, log="Segmentation fault"))
     assert res.error == ("warm phase crashed or exited early (exit code 3) without a result "

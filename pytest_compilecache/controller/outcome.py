@@ -4,11 +4,11 @@ killer, a crash, its caches outside the private root, the workload's exception).
 check whose phase could not save its caches: an environment error, not a verdict."""
 from __future__ import annotations
 
-import json
 import signal
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from pytest_compilecache import jsonfile
 from pytest_compilecache.child import confinement
 from pytest_compilecache.controller import diskspace
 from pytest_compilecache.isolation import CacheRoot
@@ -31,7 +31,15 @@ def phase_outcome(nodeid: str, phase: str, root: CacheRoot, out: Path, launched:
         if launched.peak_rss_mb is not None else "peak resident memory unknown"
     rec: Dict[str, Any] = {}
     if out.exists():
-        rec = json.loads(out.read_text())
+        try:  # bounded and validated as every file from outside this process (jsonfile.py)
+            rec = jsonfile.load(out)
+        except (OSError, ValueError) as e:  # a phase killed mid-write: the phase's error
+            return {}, error_result(nodeid, phase, f"left a record that cannot be read ({e})",
+                                    launched.tail(), timings)
+        if not isinstance(rec, dict):
+            return {}, error_result(nodeid, phase, f"left a record that is no phase record "
+                                    f"({out}: a JSON {type(rec).__name__})", launched.tail(),
+                                    timings)
         timings[f"{phase}_s"] = (rec.get("cache") or {}).get("wall_s")
         for stage, secs in launched.stages(rec.get("marks") or {}).items():
             timings[f"{phase}_{stage}_s"] = secs
