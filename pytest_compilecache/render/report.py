@@ -64,10 +64,11 @@ def failure_lines(r: CheckResult) -> List[str]:
             other = []
         lines += ["", *r.error.splitlines()]
     if r.layers:
-        lines += ["", f"  {'layer':<13} {'state':<8} {'cold':<24} {'warm':<24}"]
+        w = max(7, *(len(r.layers[n].state) for n in LAYERS))  # `accepted` is 8
+        lines += ["", f"  {'layer':<13} {'state':<{w}} {'cold':<24} {'warm':<24}"]
         for name in LAYERS:
             lv = r.layers[name]
-            lines.append(f"  {name:<13} {lv.state:<8} {lv.cold:<24} {lv.warm:<24}")
+            lines.append(f"  {name:<13} {lv.state:<{w}} {lv.cold:<24} {lv.warm:<24}")
         # a layer that missed, and one a setting switched off (named with where it was set)
         why = [(n, reason) for n in LAYERS for reason in r.layers[n].reasons
                if r.layers[n].state in ("miss", "bypass", "accepted")
