@@ -352,15 +352,6 @@ class EagerComparison(Wire):
 # -- a warm-start path's record (paths/*.py, the child's side) -------------------------
 
 @dataclass
-class RemoteStats(Wire):
-    """One of torch's remote or local cache tallies (remote_cache.cache_stats)."""
-    hit: int = 0
-    miss: int = 0
-    put: int = 0
-    exception: int = 0
-
-
-@dataclass
 class ArtifactRecord(Wire):
     na: Optional[str] = None        # why the path cannot take this workload
     error: Optional[str] = None     # the path failed: its artifact missing or unreadable
@@ -372,7 +363,8 @@ class ArtifactRecord(Wire):
     cold_ran: Optional[str] = None  # "eager": the cold process only built the artifact
     ignored_options: List[str] = field(default_factory=list)
     torch_said: List[str] = field(default_factory=list)
-    remote: Dict[str, RemoteStats] = field(default_factory=dict)
+    # as written: a path's own section (`info[<path name>]`) is the path's to type
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 # -- a phase record (child/phase.py's ChildPlugin.result) ------------------------------

@@ -178,10 +178,6 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "TORCH_COMPILE_JOB_ID or none, as production starts), per-check (one the plugin "
      "makes per check), or VALUE for a deployment that sets one which CI does not"),
     ("via", "string", "local", parse_via, _via_help),
-    ("redis", "string", None, str,
-     "HOST:PORT of the Redis server the remote path uses (default: a private redis-server "
-     "per session, emptied before each check's cold run; your own server's existing "
-     "entries may warm a cold run)"),
     ("launcher", "string", "preloaded", parse_launcher,
      "how a phase process starts: preloaded (default: forked from an interpreter that has "
      "imported torch and pytest, as fresh as a restart for torch's caches; a phase a fork "
@@ -241,7 +237,7 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
 # what --help shows after "=" where the option's last word would not say it
 _METAVARS = {"jobs-per-gpu": "K", "warm-on-other-gpu": "index|pinned",
              "launcher": "preloaded|fresh", "launcher-state": "DIR|none",
-             "via": "PATHS", "redis": "HOST:PORT",
+             "via": "PATHS",
              "job-id": "inherit|per-check|VALUE", "baseline": "REF",
              "allow-drift": "PATTERNS", "accept": "LAYERS",
              "shard": "I/N", "shard-times": "REPORT", "select": "FILE",
@@ -340,9 +336,14 @@ class Settings:
     warm_on_other_gpu: str = ""  # "" (off), "index" or "pinned" (OTHER_GPU_LAYOUTS)
     share_variants: bool = False
     via: Tuple[str, ...] = ("local",)
-    redis: Optional[str] = None
+    # the values of the options warm-start paths add (PathOption), by name
+    path_options: Tuple[Tuple[str, Any], ...] = ()
     launcher: str = "preloaded"
     launcher_state: Optional[str] = None  # None: the default dir; "none": nothing kept
+
+    def path_option(self, name: str) -> Any:
+        """The value of a warm-start path's own option (None: not given)."""
+        return dict(self.path_options).get(name)
 
     @classmethod
     def from_config(cls, config: Any) -> "Settings":
@@ -396,6 +397,42 @@ class Settings:
                              "keys of the local restart's cold run: add local to "
                              "--compile-cache-via")
         return cls(check=_flag(config, "check"), **values)
+
+
+@dataclass(frozen=True)
+class PathOption:
+    """An option a warm-start path adds (`WarmStartPath.options`):
+    `--compile-cache-<name>=METAVAR` and its ini twin `compile_cache_<name>`; the path's
+    `from_settings` reads its value with `settings.path_option(name)`."""
+    name: str
+    help: str
+    metavar: str = "VALUE"
+    parse: Callable[[str], Any] = str
+
+    @property
+    def dest(self) -> str:
+        return "compile_cache_" + self.name.replace("-", "_")
+
+    def add(self, addoption: Callable[..., Any], addini: Optional[Callable[..., Any]]) -> None:
+        addoption(f"--compile-cache-{self.name}", dest=self.dest, default=None,
+                  type=self.parse, metavar=self.metavar, help=self.help)
+        if addini is not None:
+            addini(self.dest, help=self.help, type="string", default=None)
+
+    def read(self, config: Any) -> Any:
+        """The option's value: the command line's, else its ini twin's, else None."""
+        value = config.getoption(self.dest, None)
+        if value is None:
+            try:
+                raw = config.getini(self.dest)
+            except (KeyError, ValueError):  # not registered in this config
+                return None
+            if raw not in (None, ""):
+                try:
+                    value = self.parse(str(raw))
+                except (argparse.ArgumentTypeError, ValueError) as e:
+                    raise ValueError(f"ini option {self.dest}: {e}") from None
+        return value
 
 
 def default_threads() -> int:

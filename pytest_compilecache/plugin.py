@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
-from typing import Any
+from typing import Any, Dict
 
 import pytest
 
 from pytest_compilecache import lifetime
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
-from pytest_compilecache.options import Settings, add_options
+from pytest_compilecache.options import PathOption, Settings, add_options
 
 _SESSION = pytest.StashKey[Any]()
+_PATH_OPTIONS = "compilecache-path-options"
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -21,9 +23,57 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     group = parser.getgroup("compilecache", "torch.compile cache checks (pytest-compilecache)")
     add_options(group.addoption, parser.addini)
+    from pytest_compilecache.paths import builtin_options
+
+    pluginmanager.register(PathOptions(group.addoption, parser.addini, builtin_options()),
+                           _PATH_OPTIONS)
+
+
+class PathOptions:
+    """The warm-start paths' own options: the built-in paths' at once, a conftest's or
+    plugin's paths' when it registers (before the command line is parsed, as a conftest's
+    own pytest_addoption), so that `--compile-cache-<name>` of a path is an option like
+    any other."""
+
+    def __init__(self, addoption: Any, addini: Any, builtin: Any) -> None:
+        self.addoption, self.addini = addoption, addini
+        self.added: Dict[str, PathOption] = {}
+        for option in builtin:
+            self._add(option)
+
+    def _add(self, option: PathOption) -> None:
+        if option.name not in self.added:
+            option.add(self.addoption, self.addini)
+            self.added[option.name] = option
+
+    @pytest.hookimpl
+    def pytest_plugin_registered(self, plugin: Any) -> None:
+        hook = getattr(plugin, "pytest_compilecache_warm_start_paths", None)
+        if plugin is self or not callable(hook):
+            return
+        try:
+            found = list(hook() or ())
+        except Exception:  # the registry names a broken hook as a usage error later
+            return
+        for cls in found:
+            for option in getattr(cls, "options", ()) or ():
+                if isinstance(option, PathOption):
+                    self._add(option)
+
+    def values(self, config: pytest.Config) -> Any:
+        """(name, value) of each path option given, on the command line or in the ini."""
+        out = []
+        for name, option in self.added.items():
+            try:
+                value = option.read(config)
+            except ValueError as e:
+                raise pytest.UsageError(str(e)) from None
+            if value is not None:
+                out.append((name, value))
+        return tuple(out)
 
 
 @pytest.hookimpl
@@ -45,6 +95,9 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = Settings.from_config(config)
     except (ValueError, argparse.ArgumentTypeError) as e:
         raise pytest.UsageError(str(e)) from None
+    registrar = config.pluginmanager.get_plugin(_PATH_OPTIONS)
+    if registrar is not None:
+        settings = dataclasses.replace(settings, path_options=registrar.values(config))
     if settings.check or settings.via != ("local",):
         _check_paths(config, settings.via)
     if not settings.check:

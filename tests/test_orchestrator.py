@@ -729,7 +729,7 @@ def test_remote_cold_run_warmed_by_a_users_server_names_the_server(harness: Harn
     rec = _remote(load_record("mega_linear"), {FX_REMOTE: {"put": 1}}, {FX_REMOTE: {"hit": 1}})
     warm_as_cold = Reply(record={**rec["recs"]["warm"], "artifact": rec["recs"]["cold"]["artifact"]})
     server = Redis(owned=False)
-    res = _remote_check(harness, rec, server, redis="127.0.0.1:6399",
+    res = _remote_check(harness, rec, server, path_options=(("redis", "127.0.0.1:6399"),),
                         replies={"cold": warm_as_cold})
     assert res.verdict == "error" and res.error is not None
     assert res.error.startswith("cold phase was not cold: ")

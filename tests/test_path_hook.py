@@ -1,9 +1,12 @@
 """A third party adds a warm-start path through the `pytest_compilecache_warm_start_paths`
 hook, with no edit of this package: a toy path in the model repo's conftest.py runs its
 controller side (its phases' environment, its rule) and its child side (its compile) and
-gets its own result row, report entry and job-summary column. Real CPU compiles."""
+gets its own result row, report entry and job-summary column, an option of its own
+(`--compile-cache-toy-marks`, with its ini twin) and a preflight that stops the session
+before anything compiles (issue 39). Real CPU compiles."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +21,7 @@ CONFTEST = '''
 import os
 from pathlib import Path
 
+from pytest_compilecache.options import PathOption
 from pytest_compilecache.paths.base import PhasePlan
 from pytest_compilecache.paths.local import LocalRestart
 
@@ -28,6 +32,23 @@ class Toy(LocalRestart):
     summary = "toy (the local restart, marked)"
     phases = (PhasePlan("cold", env=(("TOY_PHASE", "cold"),)),
               PhasePlan("warm", env=(("TOY_PHASE", "warm"),)))
+    options = (PathOption("toy-marks", "directory the toy path marks its phases in", "DIR"),)
+
+    def __init__(self, marks=None):
+        self.marks = marks
+
+    @classmethod
+    def from_settings(cls, settings):
+        return cls(settings.path_option("toy-marks"))
+
+    def preflight(self):
+        if not self.marks or not Path(self.marks).is_dir():
+            return [f"--compile-cache-via=toy: --compile-cache-toy-marks={self.marks}: no "
+                    f"such directory; make it first"]
+        return []
+
+    def phase_env(self, plan):
+        return {**super().phase_env(plan), "TOY_MARKS": self.marks}
 
     def compile(self, phase, path, compile_fn, model, case, kwargs, inputs, ckw, info):
         # the child's side: runs in the phase process, which sees the controller's env
@@ -68,8 +89,9 @@ def test_a_path_registered_through_the_hook_gets_its_own_row_entry_and_column(
         tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
-    run = run_repo(tmp_path / "repo", {"conftest.py": CONFTEST, "test_toy.py": TESTS},
-                   "--compile-cache-via=local,toy", env={"TOY_MARKS": str(marks)})
+    run = run_repo(tmp_path / "repo", {"conftest.py": CONFTEST, "test_toy.py": TESTS,
+                                       "pytest.ini": f"[pytest]\ncompile_cache_toy_marks = {marks}\n"},
+                   "--compile-cache-via=local,toy")
     assert run.ret == 0, run.out[-3000:]
     # the child's side ran in each phase, under the controller side's environment
     assert sorted(p.name for p in marks.iterdir()) == ["cold-cold", "warm-warm"]
@@ -84,6 +106,23 @@ def test_a_path_registered_through_the_hook_gets_its_own_row_entry_and_column(
                          "markdown", str(tmp_path / "repo" / "report.json")],
                         capture_output=True, text=True, check=True).stdout
     assert "| check | local | toy |" in md, md
+
+
+def test_a_paths_option_is_in_help_and_its_preflight_stops_the_session(tmp_path: Path) -> None:
+    """No compile: the option registered with the conftest, the preflight run before
+    anything starts (exit 4, one line naming the fix)."""
+    repo = tmp_path / "repo"
+    run = run_repo(repo, {"conftest.py": CONFTEST, "test_toy.py": TESTS},
+                   "--compile-cache-via=toy", f"--compile-cache-toy-marks={tmp_path / 'none'}")
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, run.out[-2000:]
+    assert f"--compile-cache-via=toy: --compile-cache-toy-marks={tmp_path / 'none'}: no such " \
+           f"directory; make it first" in run.out
+    assert run.report is None  # nothing ran
+    helped = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=repo,
+                            capture_output=True, text=True, env={**os.environ,
+                                                                 "PYTHONPATH": str(repo)})
+    assert "--compile-cache-toy-marks=DIR" in helped.stdout, helped.stdout[-2000:]
+    assert "compile_cache_toy_marks (string)" in helped.stdout
 
 
 def test_a_path_the_hook_gets_wrong_is_a_usage_error_naming_it(tmp_path: Path) -> None:

@@ -86,6 +86,9 @@ def test_every_path_is_one_class_with_both_sides() -> None:
     assert paths.CARRIED_SUMMARIES == tuple(
         cls.summary for cls in offered if issubclass(cls, ArtifactPath))
     assert paths.WarmStartPath is WarmStartPath
+    # the paths' own options, written out for --help, are theirs (the remote path's redis)
+    assert paths.builtin_options() == tuple(o for cls in reg.values() for o in cls.options)
+    assert [o.name for o in paths.builtin_options()] == ["redis"]
     assert paths.selectable(reg) == ["local", "mega", "precompile", "aot", "aoti", "remote"]
     assert {"deploy", "record"} <= set(reg)
     for name, cls in reg.items():

@@ -106,7 +106,7 @@ def test_missing_keys_read_as_the_judges_defaults() -> None:
         assert rec.cache.dynamo.resets == 0 and rec.cache.dynamo.compiles == []
         art = rec.artifact
         assert art.na is None and art.error is None and art.files == {} and art.bytes == 0
-        assert art.remote == {} and art.torch_said == [] and art.load_s is None
+        assert art.raw == {} and art.torch_said == [] and art.load_s is None
     # a section there but empty is, for the judges, none (`if not section`)
     rec = PhaseRecord.from_json({"compare_eager": {}, "compare_cold": None,
                                  "cache": {"tuning": {}, "kernels": {"ptxas_path": {}}}})
@@ -116,8 +116,11 @@ def test_missing_keys_read_as_the_judges_defaults() -> None:
     m = EagerComparison.from_json({"ok": False, "mismatches": [{"name": "out"}]})
     assert m.mismatches[0].message == "" and m.mismatches[0].float64 is None
     assert m.gradient_rel_error == 0 and m.total is None and m.float64.available is False
+    # a path's own section is the path's to type (paths/remote.py)
+    from pytest_compilecache.paths.remote import tallies
+
     remote = PhaseRecord.from_json({"artifact": {"remote": {"RemoteFxGraphCache": {"put": 2}}}})
-    stats = remote.artifact.remote["RemoteFxGraphCache"]
+    stats = tallies(remote.artifact)["RemoteFxGraphCache"]
     assert (stats.put, stats.hit, stats.miss, stats.exception) == (2, 0, 0, 0)
     cfg = CacheRecord.from_json({"layer_config": {"fx_graph": {"why": None}}})
     assert cfg.layer_config["fx_graph"].enabled is True

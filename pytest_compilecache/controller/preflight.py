@@ -68,36 +68,3 @@ def problems(report: Optional[str], store: Optional[Path], store_option: Optiona
         if full:
             out.append(f"{label}: {full}")
     return out
-
-
-def remote_problems(via: "tuple[str, ...]", redis: Optional[str]) -> List[str]:
-    """The remote path needs a server (redis-server on PATH, or --compile-cache-redis
-    answering PING now: one that refuses would make every check compile and then
-    error) and, in the phase children, the `redis` client torch imports: found without
-    importing it."""
-    import importlib.util
-    import shutil
-
-    from pytest_compilecache.paths.redis_server import (INSTALL_HINT, parse_address,
-                                                        unreachable, why_silent)
-
-    if "remote" not in via:
-        return []
-    out = []
-    if importlib.util.find_spec("redis") is None:
-        out.append("--compile-cache-via=remote: torch's remote caches need the redis client "
-                   "package in this environment: pip install redis (from a checkout of "
-                   "pytest-compilecache: pip install -e '.[remote]')")
-    if redis:
-        try:
-            why = why_silent(*parse_address(redis), timeout=5.0)
-        except ValueError as e:
-            out.append(f"--compile-cache-redis={redis}: {e}")
-        else:
-            if why:
-                out.append(unreachable(redis, why))
-    elif shutil.which("redis-server") is None:
-        out.append("--compile-cache-via=remote: no redis-server on PATH to start a private "
-                   "one; " + INSTALL_HINT + ", or point --compile-cache-redis=HOST:PORT at "
-                   "your own server")
-    return out

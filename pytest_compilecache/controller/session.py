@@ -428,7 +428,7 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
 
     found = preflight.problems(settings.report, session.store_path, settings.store,
                                settings.root)
-    found += preflight.remote_problems(settings.via, settings.redis)
+    found += paths.preflight(session.warm_start_paths)  # each path's own needs
     if found:
         raise pytest.UsageError("\n".join(found))
     from pytest_compilecache.leftovers import set_aside

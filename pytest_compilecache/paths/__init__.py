@@ -9,9 +9,10 @@ phase child alike.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Type
 
 if TYPE_CHECKING:
+    from pytest_compilecache.options import PathOption
     from pytest_compilecache.paths.base import WarmStartPath
 
 # the modules of the paths this package brings, in --help's order
@@ -29,6 +30,18 @@ CARRIED_SUMMARIES = (
     "aoti (torch.export + AOTInductor package, ModelCase inference)",
     "remote (torch's Redis remote caches: a new machine with an empty disk)",
 )
+
+# the built-in paths' own options (`WarmStartPath.options`), written out for the same
+# reason: --help lists them without importing a path module (test_plugin holds them to
+# the classes'). A conftest's path adds its options when the conftest registers.
+def builtin_options() -> Tuple["PathOption", ...]:
+    from pytest_compilecache.options import PathOption
+
+    return (PathOption("redis", "HOST:PORT of the Redis server the remote path uses (default: "
+                                "a private redis-server per session, emptied before each "
+                                "check's cold run; your own server's existing entries may "
+                                "warm a cold run)", "HOST:PORT"),)
+
 
 Registry = Dict[str, Type["WarmStartPath"]]
 
@@ -120,4 +133,10 @@ def via_help() -> str:
             + "; comma-separated")
 
 
-__all__ = ["WarmStartPath", "builtin", "registry", "selectable", "for_settings", "via_help"]
+def preflight(chosen: List["WarmStartPath"]) -> List[str]:
+    """What the session's paths need from outside, checked before anything compiles."""
+    return [line for path in chosen for line in path.preflight()]
+
+
+__all__ = ["WarmStartPath", "builtin", "registry", "selectable", "for_settings", "via_help",
+           "builtin_options", "preflight"]

@@ -15,10 +15,11 @@ import contextlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike
+from pytest_compilecache.options import PathOption
 
 # phase name -> what its child recorded: as the controller read it (JSON) or typed
 Records = Mapping[str, RecordLike]
@@ -57,12 +58,25 @@ class WarmStartPath:
     # comparison (not when that phase ran another commit's code)
     records_keys = True
     artifact_file = "artifact.bin"  # what a phase saves for the next, in phases/
+    # options of its own (--compile-cache-<name>, ini compile_cache_<name>), registered
+    # when the plugin (a built-in path) or the conftest that returns the path loads;
+    # `from_settings` reads them with `settings.path_option(name)`
+    options: Tuple[PathOption, ...] = ()
+    # The child's side writes what it observed into `info` (the phase's "artifact"
+    # record); a section of its own (`info[name]`) reaches the controller's side as
+    # `ArtifactRecord.raw[name]`, for the path to type (paths/remote.py: RemoteStats).
 
     # -- the controller's side (no torch) --
 
     @classmethod
     def from_settings(cls, settings: Any) -> "WarmStartPath":
         return cls()
+
+    def preflight(self) -> List[str]:
+        """What this path needs from outside the checks (a server, a client package),
+        checked before anything compiles: one line per problem, naming the fix; the
+        session stops with a usage error."""
+        return []
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:

@@ -3,14 +3,40 @@ disk, warmed through a Redis server."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.judge.verdict import Carrier
-from pytest_compilecache.model import ArtifactRecord, CheckResult, RecordLike, RemoteStats
+from pytest_compilecache.model import ArtifactRecord, CheckResult, RecordLike
+from pytest_compilecache.options import PathOption
 from pytest_compilecache.paths.artifact import ArtifactPath
 from pytest_compilecache.paths.base import Info, PhasePlan, Phases, Snapshots, WarmStartPath
+from pytest_compilecache.wirejson import Wire
+
+REDIS = PathOption("redis", "HOST:PORT of the Redis server the remote path uses (default: "
+                            "a private redis-server per session, emptied before each "
+                            "check's cold run; your own server's existing entries may "
+                            "warm a cold run)", "HOST:PORT")
+
+
+@dataclass
+class RemoteStats(Wire):
+    """One of torch's remote or local cache tallies (remote_cache.cache_stats), as the
+    child's side writes them into its record's `remote` section."""
+    hit: int = 0
+    miss: int = 0
+    put: int = 0
+    exception: int = 0
+
+
+def tallies(art: ArtifactRecord) -> Dict[str, RemoteStats]:
+    """The phase's `remote` section, typed: torch's cache class -> its tally."""
+    section = art.raw.get("remote")
+    if not isinstance(section, dict):
+        return {}
+    return {str(k): RemoteStats.from_json(v) for k, v in section.items()}
 
 
 class RemoteCaches(ArtifactPath):
@@ -31,13 +57,44 @@ class RemoteCaches(ArtifactPath):
     ENV = {"TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "1",
            "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "1"}
 
+    options = (REDIS,)
+
     def __init__(self, address: Optional[str] = None) -> None:
         self.address = address
         self.server: Any = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> "WarmStartPath":
-        return cls(getattr(settings, "redis", None))
+        return cls(settings.path_option(REDIS.name))
+
+    def preflight(self) -> List[str]:
+        """A server (redis-server on PATH, or --compile-cache-redis answering PING now:
+        one that refuses would make every check compile and then error) and, in the
+        phase children, the `redis` client torch imports: found without importing it."""
+        import importlib.util
+        import shutil
+
+        from pytest_compilecache.paths.redis_server import (INSTALL_HINT, parse_address,
+                                                            unreachable, why_silent)
+
+        out = []
+        if importlib.util.find_spec("redis") is None:
+            out.append("--compile-cache-via=remote: torch's remote caches need the redis "
+                       "client package in this environment: pip install redis (from a "
+                       "checkout of pytest-compilecache: pip install -e '.[remote]')")
+        if self.address:
+            try:
+                why = why_silent(*parse_address(self.address), timeout=5.0)
+            except ValueError as e:
+                out.append(f"--compile-cache-redis={self.address}: {e}")
+            else:
+                if why:
+                    out.append(unreachable(self.address, why))
+        elif shutil.which("redis-server") is None:
+            out.append("--compile-cache-via=remote: no redis-server on PATH to start a "
+                       "private one; " + INSTALL_HINT + ", or point "
+                       "--compile-cache-redis=HOST:PORT at your own server")
+        return out
 
     def phase_env(self, plan: PhasePlan) -> Dict[str, str]:
         from pytest_compilecache.paths.redis_server import RedisServer
@@ -68,7 +125,7 @@ class RemoteCaches(ArtifactPath):
         return result
 
     def carried(self, cold_art: ArtifactRecord, loaded: fs.Snapshot) -> str:
-        puts = ", ".join(f"{n} {v.put}" for n, v in cold_art.remote.items()
+        puts = ", ".join(f"{n} {v.put}" for n, v in tallies(cold_art).items()
                          if v.put and n in self.LAYER_OF)
         where = (f"a private redis-server at {self.server.address}" if self.server is not None
                  and self.server.owned else f"your Redis server at {self.address} (its "
@@ -78,7 +135,7 @@ class RemoteCaches(ArtifactPath):
     def rule(self, nodeid: str, recs: Phases, snaps: Snapshots, warm_new: List[str],
              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
         res = super().rule(nodeid, recs, snaps, warm_new, timings, triton_dir)
-        cold_r, warm_r = recs["cold"].artifact.remote, recs["warm"].artifact.remote
+        cold_r, warm_r = tallies(recs["cold"].artifact), tallies(recs["warm"].artifact)
         for name in sorted(set(cold_r) | set(warm_r)):
             if name not in self.LAYER_OF:  # torch's in-process and backend tallies
                 continue
