@@ -13,7 +13,6 @@ from pytest_compilecache.wirejson import Wire
 # verdicts that fail nothing: n/a is a warm-start path this torch or workload cannot take
 OK_VERDICTS = ("pass", "recorded", "n/a")
 # verdicts that problems do not turn into a fail (CheckResult.finalize)
-KEPT_VERDICTS = ("error", "n/a", "recorded")
 
 
 @dataclass
@@ -55,6 +54,14 @@ class CheckResult:
     # --compile-cache-share-variants: what this variant loaded of the entries other
     # variants wrote into the cache they share, and how its outputs there compared
     shared: Dict[str, Any] = field(default_factory=dict)
+    # What `finalize` derives the verdict from, never reported: the verdict the result was
+    # made with (`kind`: pass, recorded, n/a, error, not run); a fault of the environment
+    # or of a server (a full disk, a store refused, Redis gone) that makes it an `error`
+    # whatever its problems; an error that is the path's own failure (`WarmStartPath.failed`:
+    # a loader that crashed, a crash on a damaged cache), which fails it.
+    kind: Optional[str] = None
+    fault: bool = False
+    error_fails: bool = False
 
     @property
     def label(self) -> str:
@@ -62,11 +69,21 @@ class CheckResult:
         return self.nodeid if self.via == "local" else f"{self.nodeid} [via {self.via}]"
 
     def finalize(self) -> "CheckResult":
-        """The one place a judged check's problems become its verdict: any problem fails
-        it. An error, an n/a or a recorded run keeps its verdict (a path that turns an
-        error into its own failure says so itself: `WarmStartPath.failed`)."""
-        if self.problems and self.verdict not in KEPT_VERDICTS:
+        """The one rule that makes the verdict, run again whenever what it reads changed
+        (a judge, then what the session adds: drift, the repeat run, damage, an accepted
+        cost): an interrupted check is `not run`; a fault, or an error that is not the
+        path's failure, is `error`; any problem, or the path's failure, is `fail`;
+        otherwise the verdict the result was made with (pass, recorded, n/a)."""
+        if self.kind is None:
+            self.kind = self.verdict
+        if self.kind == "not run":
+            self.verdict = "not run"
+        elif self.fault or (self.kind == "error" and not self.error_fails):
+            self.verdict = "error"
+        elif self.problems or self.error_fails:
             self.verdict = "fail"
+        else:
+            self.verdict = self.kind
         return self
 
     def summary_row(self) -> "CheckResult":
@@ -104,7 +121,10 @@ class CheckResult:
         return {"warm_vs_eager": kept}
 
     def to_json(self) -> Dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        for internal in _VERDICT_INPUTS:
+            d.pop(internal, None)
+        return d
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> "CheckResult":
@@ -112,6 +132,9 @@ class CheckResult:
         d = {k: v for k, v in data.items() if k in names}
         d["layers"] = {k: LayerVerdict(**v) for k, v in (d.get("layers") or {}).items()}
         return cls(**d)
+
+
+_VERDICT_INPUTS = ("kind", "fault", "error_fails")
 
 
 def error_result(nodeid: str, phase: str, why: str, log_tail: str,

@@ -250,10 +250,30 @@ def test_an_artifact_path_that_failed_or_cannot_run() -> None:
 
 @pytest.mark.parametrize("verdict_before, problems, after", [
     ("pass", [], "pass"), ("pass", ["x"], "fail"), ("fail", ["x"], "fail"),
-    ("error", ["x"], "error"), ("n/a", ["x"], "n/a"), ("recorded", ["x"], "recorded")])
+    ("error", ["x"], "error"), ("not run", ["x"], "not run"),
+    # one rule for judges and session (issue 39): a recorded run whose keys drifted from
+    # the baseline, an n/a path that gained a session problem, fail
+    ("n/a", ["x"], "fail"), ("recorded", ["x"], "fail"), ("recorded", [], "recorded")])
 def test_finalize_fails_a_check_with_problems_only(verdict_before: str, problems: List[str],
                                                    after: str) -> None:
     res = CheckResult(nodeid="t", verdict=verdict_before, problems=list(problems))
     assert res.finalize() is res
     assert res.verdict == after and res.problems == problems
     assert res.finalize().verdict == after  # once or twice alike
+
+
+def test_finalize_reads_what_was_added_since() -> None:
+    """The verdict is derived again from the result's inputs: problems taken off (an
+    accepted cost) pass it again; a fault (a full disk, Redis gone) makes it an error
+    whatever its problems; the path's own failure makes an error a fail."""
+    res = CheckResult(nodeid="t", verdict="pass", problems=["dynamo_pgo: miss"]).finalize()
+    assert res.verdict == "fail"
+    res.problems.clear()
+    assert res.finalize().verdict == "pass"
+    res.fault = True
+    assert res.finalize().verdict == "error"
+    crash = CheckResult(nodeid="t", verdict="error", error="warm phase crashed").finalize()
+    assert crash.verdict == "error"
+    crash.error_fails = True
+    assert crash.finalize().verdict == "fail"
+    assert "kind" not in crash.to_json() and "error_fails" not in crash.to_json()

@@ -154,7 +154,7 @@ class CheckRun:
             if failure is not None:
                 result = self.path.failed(phase, rec, failure)
                 if self.damage:  # the warm run's crash follows from the damaged cache
-                    result.verdict = "fail"
+                    result.error_fails = True
                 return result
             # the first phase, or one on a fresh root that loads no artifact, starts cold
             cold = i == 0 or (plan.fresh_root and plan.artifact != "load")
@@ -231,7 +231,7 @@ class CheckRun:
                 result.problems.insert(0, diskspace.write_problem(
                     "the key manifest", history.store_path, e)
                     + f" (the check itself: {result.verdict})")
-                result.verdict = "error"
+                result.fault = True
             if s.repeat:
                 self._repeat(entry, result)
             if s.baseline:
@@ -246,8 +246,7 @@ class CheckRun:
         result.leases = list(self.leases)
         result.notes.extend(self.notes)
         result.launch = dict(self.launches)
-        if result.problems and result.verdict in OK_VERDICTS:
-            result.verdict = "fail"
+        result.finalize()  # the verdict from all of it (model.CheckResult.finalize)
         if result.verdict in OK_VERDICTS and not s.keep:
             for r in self.roots:
                 shutil.rmtree(r.path, ignore_errors=True)

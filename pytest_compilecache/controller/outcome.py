@@ -89,5 +89,6 @@ def blame_full_disk(result: CheckResult, recs: Dict[str, Dict[str, Any]],
                 f"the {phase} phase could not save all of its caches ({said}; log: {log}): a "
                 f"full disk or a write the filesystem refused, an environment problem, not the "
                 f"model; what follows is its consequence, not a verdict on the model"))
-            result.verdict = "error"
+            result.fault = True
+            result.finalize()
             return

@@ -70,7 +70,6 @@ def apply(res: CheckResult, accepted: Mapping[str, Accepted]) -> None:
     """Turn each accepted layer's miss or bypass into `accepted`, and take its problem off
     the check; a check failed by nothing else passes. An accepted layer that hit is said
     in a note where a check's own marker accepted it (the marker can go)."""
-    taken = False
     for name, by in accepted.items():
         lv = res.layers.get(name)
         if lv is None:
@@ -81,8 +80,5 @@ def apply(res: CheckResult, accepted: Mapping[str, Accepted]) -> None:
             continue
         lv.reasons.insert(0, f"{lv.state}, accepted by {by}")
         lv.state, lv.accepted = "accepted", str(by)
-        before = len(res.problems)
         res.problems = [p for p in res.problems if not p.startswith(f"{name}: ")]
-        taken = taken or len(res.problems) < before
-    if taken and res.verdict == "fail" and not res.problems and not res.error:
-        res.verdict = "pass"  # the verdict's rule (CheckResult.finalize): only problems fail
+    res.finalize()

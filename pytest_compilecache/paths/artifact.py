@@ -38,11 +38,11 @@ class ArtifactPath(WarmStartPath):
         loaded on this machine, which is this path failing, not the plugin or the model."""
         if phase == "warm" and self.loader and self.loader in (result.error or ""):
             first = _exception_line(result.error or "")
-            result.verdict = "fail"
+            result.error_fails = True
             result.problems.insert(0, f"{self.via}: the warm process died inside torch's "
                                       f"{self.loader} ({first}): the artifact the cold "
                                       f"process built cannot be loaded here")
-        return result
+        return result.finalize()
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:

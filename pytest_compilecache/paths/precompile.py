@@ -38,12 +38,12 @@ class CachingPrecompile(MegaCache):
         if r.ran or not r.error or r.internal_step:
             return super().failed(phase, r, result)
         said = [x for x in r.artifact.torch_said if "dropped" not in x]
-        result.verdict, result.error = "fail", None
+        result.error_fails, result.error = True, None  # the path fails (finalize)
         result.problems = [f"precompile: the {phase} workload fails with caching precompile "
                            f"on (TORCH_CACHING_PRECOMPILE=1), which the local path runs "
                            f"without: {last_exception(r.error)}"
                            + (f"; torch said: {said[-1]}" if said else "")]
-        return result
+        return result.finalize()
 
     def rule(self, nodeid: str, recs: Phases, snaps: Snapshots, warm_new: List[str],
              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:

@@ -163,7 +163,7 @@ class RemoteCaches(ArtifactPath):
                 "DBSIZE got no reply", "during the warm phase")
                 + "; the remote caches were unreachable, so what follows is its "
                   "consequence")
-            res.verdict = "error"
+            res.fault = True
         return res  # its problems become the verdict in ArtifactPath.judge
 
     def not_applicable(self, form: str, case: Any) -> Optional[str]:
