@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytest_compilecache import jsonfile
 from pytest_compilecache.history import manifest as mf
-from pytest_compilecache.render import report
+from pytest_compilecache.render import lines as tx, report
 
 # 0: same keys (or done), 1: keys differ, 2: an error (bad arguments, a file that is
 # unreadable, malformed or of a newer schema): CI can tell drift from a broken artifact
@@ -111,8 +111,8 @@ def cmd_show(args: argparse.Namespace) -> int:
           f"{commit.get('short', 'unknown')}{' (dirty)' if commit.get('dirty') else ''}")
     for r in results:
         if r.verdict not in OK_VERDICTS:
-            print("\n".join(report.failure_lines(r)) + "\n")
-    print("\n".join(report.summary_lines(results)))
+            print("\n".join(tx.failure_lines(r)) + "\n")
+    print("\n".join(tx.summary_lines(results)))
     return EXIT_OK
 
 

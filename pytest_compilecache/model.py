@@ -108,7 +108,7 @@ class CheckResult:
 
     def _eager_summary(self) -> Dict[str, Any]:
         """Of the outputs, what the summary says of compiled vs eager: how many tensors
-        it judged of how many, how many change with the seed (render/report.eager_coverage)."""
+        it judged of how many, how many change with the seed (render/lines.eager_coverage)."""
         out = self.outputs or {}
         e = out.get("warm_vs_eager") or out.get("cold_vs_eager")
         if not isinstance(e, dict):

@@ -11,7 +11,8 @@ import pytest
 
 from pytest_compilecache import lifetime
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
-from pytest_compilecache.options import PathOption, Settings, add_options
+from pytest_compilecache.options import PathOption, add_options
+from pytest_compilecache.settings import Settings
 
 _SESSION = pytest.StashKey[Any]()
 _PATH_OPTIONS = "compilecache-path-options"
@@ -104,7 +105,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if settings.baseline:
         _check_baseline(config, settings.baseline)
-    from pytest_compilecache.controller.session import start_session
+    from pytest_compilecache.controller.start import start_session
 
     session = start_session(config, settings)
     config.stash[_SESSION] = session

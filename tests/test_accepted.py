@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_compilecache.judge import accepted
-from pytest_compilecache.render import markdown, report
+from pytest_compilecache.render import lines as tx, markdown
 from test_judges import load, rejudge
 
 
@@ -29,11 +29,11 @@ def test_the_session_accepts_the_pgo_recompile_and_the_check_passes_with_its_rea
     assert pgo.reasons[1] == before.layers["dynamo_pgo"].reasons[0]  # the cost stays named
     # every output shows it: the terminal's table and lines, the job summary's cell
     res.location = {"file": "pgo/test_serve.py", "line": 17}
-    lines = report.summary_lines([res.summary_row()])
+    lines = tx.summary_lines([res.summary_row()])
     assert lines[1].split()[1:3] == ["pass", "accepted"], lines
     assert any(line.startswith("accepted: pgo/test_serve.py::test_varying_batch: dynamo_pgo "
                                "(--compile-cache-accept): no job id") for line in lines), lines
-    folded = report.summary_lines([res.summary_row()], quiet=True)
+    folded = tx.summary_lines([res.summary_row()], quiet=True)
     assert "... of which 1 passed with an accepted warm-start cost (listed without -q)" in folded
     assert "☑️ accepted" in "\n".join(markdown.table([res]))
 

@@ -525,7 +525,7 @@ def _switched(rec: Dict[str, Any], origin: str, **values: bool) -> None:
 
 
 def test_the_fx_cache_switched_off_in_the_tests_code_fails_naming_the_setting() -> None:
-    from pytest_compilecache.render.report import failure_lines
+    from pytest_compilecache.render.lines import failure_lines
 
     rec = load("pass_mlp")
     _switched(rec, "phase", fx_graph_cache=False)
@@ -631,7 +631,7 @@ def test_the_deploy_judge_reads_a_fresh_compile_whether_or_not_a_tensor_is_rando
     """The deploy scenario's third phase, this commit compiled on an empty cache, is its
     reference for every check: a stale entry close to eager still differs from it. Its
     messages say what it is, and mention random tensors only where there are some."""
-    from pytest_compilecache.render.report import failure_lines
+    from pytest_compilecache.render.lines import failure_lines
 
     stale = load("stale_entry")["recs"]["warm"]["compare_cold"]
     for case, random in (("pass_mlp", 0), ("dropout_training", 4)):

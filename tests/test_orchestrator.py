@@ -26,7 +26,7 @@ from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.history.store import ManifestStore
 from pytest_compilecache.layers import LAYERS
 from pytest_compilecache.model import CheckResult
-from pytest_compilecache.options import Settings
+from pytest_compilecache.settings import Settings
 from pytest_compilecache.paths.redis_server import RedisServer, RedisUnavailable
 
 DAMAGE = "cache damaged between build and deploy"
@@ -861,8 +861,9 @@ def test_a_session_over_replayed_phases_reports_what_the_recorded_sessions_did(
         "        f.unlink()\n")
     launcher = SessionReplay(records)
     result = pytester.runpytest(
-        "-p", "no:cacheprovider", "--compile-cache-check", "--compile-cache-store=none",
-        "--compile-cache-device=cpu", "--compile-cache-launcher=fresh",
+        # importlib: this process may have imported tests/test_drift.py as `test_drift`
+        "-p", "no:cacheprovider", "--import-mode=importlib", "--compile-cache-check",
+        "--compile-cache-store=none", "--compile-cache-device=cpu", "--compile-cache-launcher=fresh",
         f"--compile-cache-root={pytester.path / 'roots'}", "--compile-cache-report=report.json",
         plugins=[UseLauncher(launcher)])
     result.assert_outcomes(passed=1, failed=2)

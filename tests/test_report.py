@@ -1,7 +1,7 @@
 """The summary table's cells (terminal and job summary)."""
 from __future__ import annotations
 
-from pytest_compilecache.render import report
+from pytest_compilecache.render import lines as tx
 from pytest_compilecache.model import CheckResult
 
 
@@ -9,10 +9,10 @@ def test_warm_over_cold_is_a_dash_where_nothing_was_compiled() -> None:
     # a test with no torch.compile: both phases take milliseconds
     idle = CheckResult(nodeid="t.py::test_plain", verdict="fail",
                        timings={"cold_s": 0.004, "warm_s": 0.028})
-    assert report.row_cells(idle)[1] == ("0.0", "0.0", "-")
+    assert tx.row_cells(idle)[1] == ("0.0", "0.0", "-")
     real = CheckResult(nodeid="t.py::test_mlp", verdict="pass",
                        timings={"cold_s": 17.0, "warm_s": 2.5})
-    assert report.row_cells(real)[1] == ("17.0", "2.5", "0.15")
+    assert tx.row_cells(real)[1] == ("17.0", "2.5", "0.15")
 
 
 def _session(n_pass: int) -> list:
@@ -26,7 +26,7 @@ def _session(n_pass: int) -> list:
 
 
 def test_failures_come_first_and_every_check_is_listed_without_q() -> None:
-    lines = report.summary_lines(_session(5))
+    lines = tx.summary_lines(_session(5))
     names = [line.split()[0] for line in lines[1:9]]
     assert names[:2] == ["t.py::test_stale", "t.py::test_crash"], lines
     assert names[2:7] == [f"t.py::test_ok[{i}]" for i in range(5)]
@@ -34,7 +34,7 @@ def test_failures_come_first_and_every_check_is_listed_without_q() -> None:
 
 
 def test_under_q_the_passes_fold_into_one_count() -> None:
-    lines = report.summary_lines(_session(200), quiet=True)
+    lines = tx.summary_lines(_session(200), quiet=True)
     assert [line.split()[0] for line in lines[1:4]] == [
         "t.py::test_stale", "t.py::test_crash", "t.py::test_na"], lines
     assert lines[3].startswith("t.py::test_na [via aot] n/a")
@@ -51,26 +51,26 @@ def test_a_passing_check_says_how_much_of_it_eager_judged() -> None:
 
     dropout = _check("dropout_training")
     said = "1 of 5 tensors compared (4 change with the random seed)"
-    assert report.eager_coverage(dropout) == said
-    lines = report.summary_lines([dropout, _check("pass_mlp")])
+    assert tx.eager_coverage(dropout) == said
+    lines = tx.summary_lines([dropout, _check("pass_mlp")])
     assert lines[3] == f"{dropout.label}: outputs: warm compiled vs eager: {said}"
     assert len([line for line in lines if "warm compiled vs eager" in line]) == 1
     # the session prints from the checks' summary rows (their results are spooled)
-    assert report.summary_lines([dropout.summary_row(), _check("pass_mlp").summary_row()]) \
+    assert tx.summary_lines([dropout.summary_row(), _check("pass_mlp").summary_row()]) \
         == lines
     assert any(line.startswith("  outputs: warm compiled vs eager (") and line.endswith(
-        f"close; {said}") for line in report.failure_lines(dropout))
-    assert report.eager_coverage(_check("pass_mlp")) == "its 1 tensor compared"
+        f"close; {said}") for line in tx.failure_lines(dropout))
+    assert tx.eager_coverage(_check("pass_mlp")) == "its 1 tensor compared"
     # every tensor random (a training body whose loss and gradients all move with dropout)
     rec = load("dropout_training")
     eager = rec["recs"]["warm"]["compare_eager"]
     eager["random"] += [{**eager["random"][0], "name": n} for n in ("record:one",)]
     eager["compared"], eager["total"] = 0, 5
     rec["recs"]["cold"]["compare_eager"] = eager
-    assert report.eager_coverage(rejudge(rec)) == (
+    assert tx.eager_coverage(rejudge(rec)) == (
         "0 of 5 tensors compared: eager judged nothing (5 change with the random seed)")
     # under -q the passing checks fold, and so do their lines: counted
-    quiet = report.summary_lines([dropout, _check("pass_mlp")], quiet=True)
+    quiet = tx.summary_lines([dropout, _check("pass_mlp")], quiet=True)
     assert "... of which 1 compared only part of their tensors with eager (listed without -q)" \
         in quiet and not any(line.startswith(dropout.label) for line in quiet)
 
@@ -78,6 +78,6 @@ def test_a_passing_check_says_how_much_of_it_eager_judged() -> None:
 def test_under_q_a_session_whose_checks_all_passed_prints_no_empty_table() -> None:
     rows = [CheckResult(nodeid=f"t.py::test_ok[{i}]", verdict="pass", device="cpu")
             for i in range(3)]
-    lines = report.summary_lines(rows, quiet=True)
+    lines = tx.summary_lines(rows, quiet=True)
     assert lines[0] == "... and 3 more check(s): 3 passed (listed without -q)", lines
     assert not any(line.startswith(("warm start by path", "check")) for line in lines), lines

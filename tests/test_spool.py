@@ -16,7 +16,7 @@ from pytest_compilecache.controller import ledger
 from pytest_compilecache.controller.ledger import UNPUBLISHED, Ledger, Unpublished
 from pytest_compilecache.controller.spool import Spool
 from pytest_compilecache.model import CheckResult
-from pytest_compilecache.render import report
+from pytest_compilecache.render import lines as tx, report
 
 DATA = Path(__file__).parent / "data"
 REPORTS = ["report_cpu_examples", "report_drift", "report_gpu_pass"]
@@ -39,7 +39,7 @@ def heavy(nodeid: str, verdict: str = "pass") -> CheckResult:
 def test_rows_print_the_summary_the_results_print(name) -> None:
     results = results_of(name)
     rows = [r.summary_row() for r in results]
-    assert report.summary_lines(rows) == report.summary_lines(results)
+    assert tx.summary_lines(rows) == tx.summary_lines(results)
     assert [r.cache_root for r in rows] == [r.cache_root for r in results]
 
 
@@ -49,7 +49,7 @@ def test_a_n_a_row_keeps_the_note_the_summary_quotes_and_a_row_is_small() -> Non
     r.via = "mega"
     row = r.summary_row()
     assert row.notes == ["this torch has no mega-cache"] and row.via == "mega"
-    assert report.summary_lines([row]) == report.summary_lines([r])
+    assert tx.summary_lines([row]) == tx.summary_lines([r])
     assert len(json.dumps(row.to_json())) < 1_500 < len(json.dumps(r.to_json())) // 100
 
 

@@ -17,7 +17,8 @@ import pytest
 
 from pytest_compilecache import paths
 from pytest_compilecache.controller import variants
-from pytest_compilecache.options import Settings, add_options
+from pytest_compilecache.options import add_options
+from pytest_compilecache.settings import Settings
 from test_judges import load, rejudge
 
 # -- options ---------------------------------------------------------------------------
@@ -60,7 +61,7 @@ def test_an_ini_true_is_the_index_layout(pytester: pytest.Pytester) -> None:
                      "compile_cache_share_variants = false\n")
     pytester.makeconftest("""
         def pytest_configure(config):
-            from pytest_compilecache.options import Settings
+            from pytest_compilecache.settings import Settings
             s = Settings.from_config(config)
             print("LAYOUT", repr(s.warm_on_other_gpu), s.share_variants)
     """)

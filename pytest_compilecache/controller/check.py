@@ -27,7 +27,7 @@ from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
                                            share_precompiled_headers)
 from pytest_compilecache.model import (OK_VERDICTS, WIRE_VERSION, CheckResult, PhaseSpec,
                                        error_result)
-from pytest_compilecache.options import Settings
+from pytest_compilecache.settings import Settings
 from pytest_compilecache.paths.base import PathUnavailable, PhasePlan, WarmStartPath
 
 Timings = Dict[str, Optional[float]]

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Protocol, Tuple
 import pytest
 
 from pytest_compilecache.model import OK_VERDICTS, CheckResult
-from pytest_compilecache.render import report
+from pytest_compilecache.render import lines as tx
 
 
 class RunsChecks(Protocol):
@@ -78,8 +78,8 @@ class CheckItem(pytest.Item):
         if isinstance(excinfo.value, CheckFailed):
             results = excinfo.value.results
             return CheckFailureRepr(
-                "\n\n".join("\n".join(report.failure_lines(r)) for r in results),
-                report.first_reason(results[0]))
+                "\n\n".join("\n".join(tx.failure_lines(r)) for r in results),
+                tx.first_reason(results[0]))
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> Tuple[Any, Optional[int], str]:

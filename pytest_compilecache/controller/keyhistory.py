@@ -13,7 +13,8 @@ import pytest
 
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.model import CheckResult
-from pytest_compilecache.options import DEFAULT_TIMEOUT_S, Settings
+from pytest_compilecache.options import DEFAULT_TIMEOUT_S
+from pytest_compilecache.settings import Settings
 
 
 class KeyHistory:

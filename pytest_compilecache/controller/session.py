@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import shutil
 import sys
@@ -19,7 +18,6 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 from pytest_compilecache import paths
-from pytest_compilecache.case import marker_problem
 from pytest_compilecache.controller import diskspace
 from pytest_compilecache.controller.check import CheckRun
 from pytest_compilecache.controller.item import CheckItem
@@ -29,20 +27,16 @@ from pytest_compilecache.controller.progress import Progress
 from pytest_compilecache.controller.spool import Spool
 from pytest_compilecache.controller.variants import SHARED_DIR_ENV
 from pytest_compilecache.controller.role import Role, role_of
-from pytest_compilecache.history.baseline import LIST_CHECKS_ENV
 from pytest_compilecache.isolation import CacheRoot, phase_env
-from pytest_compilecache.judge import accepted
-from pytest_compilecache.layers import LAYERS
 from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher, pytest_child_flags
 from pytest_compilecache.launch.preloaded import PreloadedLauncher
 from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.model import CheckResult
-from pytest_compilecache.options import Settings
+from pytest_compilecache.settings import Settings
 from pytest_compilecache.paths.base import WarmStartPath
 from pytest_compilecache.render import report, terminal
 from pytest_compilecache.timeline import Timeline
 
-MARKER = "compile_cache"
 PCH_DIR_ENV = "PYTEST_COMPILECACHE_PCH_DIR"
 
 
@@ -106,44 +100,9 @@ class CompileCacheSession:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: List[pytest.Item]) -> None:
         """Last: a conftest's own implementation (the usual place to mark tests) and
         `-k`/`-m` have run, so the markers it added are seen."""
-        for i, item in enumerate(items):
-            marker = item.get_closest_marker(MARKER)
-            if isinstance(item, pytest.Function) and marker and item.parent is not None:
-                wrong = marker_problem(marker.args, marker.kwargs)
-                if wrong:
-                    raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}(...): {wrong}")
-                accept = item.get_closest_marker(accepted.MARKER)
-                wrong = accept and accepted.marker_problem(accept.args, accept.kwargs, LAYERS)
-                if wrong:
-                    raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{accepted.MARKER}"
-                                            f"(...): {wrong}")
-                items[i] = CheckItem.from_parent(item.parent, name=item.name, original=item,
-                                                 check_session=self)
-        if self.settings.shard:
-            from pytest_compilecache.render import shard
+        from pytest_compilecache.controller import collect
 
-            index, count = self.settings.shard
-            try:
-                times = shard.times_from_report(self.settings.shard_times) \
-                    if self.settings.shard_times else None
-            except shard.BadTimes as e:
-                raise pytest.UsageError(str(e)) from None
-            checks = [i.nodeid for i in items if isinstance(i, CheckItem)]
-            mine = shard.select(checks, index, count, times)
-            _deselect(config, items, lambda i: not isinstance(i, CheckItem) or i.nodeid in mine)
-        if self.settings.select:  # a recording session runs only the checks it was given
-            from pytest_compilecache import jsonfile
-
-            try:
-                wanted = set(map(str, jsonfile.load(self.settings.select)))
-            except (OSError, ValueError, TypeError) as e:  # Unreadable is a ValueError
-                raise pytest.UsageError(f"--compile-cache-select: {e}; pass a JSON list of "
-                                        f"node ids") from None
-            _deselect(config, items, lambda i: i.nodeid in wanted)
-        listed = os.environ.get(LIST_CHECKS_ENV)
-        if listed and config.option.collectonly and self.role == Role.CONTROLLER:
-            Path(listed).write_text(json.dumps([i.nodeid for i in items
-                                                if isinstance(i, CheckItem)]))
+        collect.checks_of(self, config, items)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The preloaded interpreters import torch while this process collects (not in
@@ -408,53 +367,3 @@ class CompileCacheSession:
                 root=self.settings.root, report=self.report_path,
                 report_problem=self.report_problem,
                 report_said=[x for x in (self.report_aside,) if x] + self.report_said)
-
-
-def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSession:
-    """The session of this process, with its directories: the controller makes them
-    (after the up-front checks, a usage error naming what is wrong), an xdist worker is
-    handed them."""
-    from pytest_compilecache import lifetime
-    from pytest_compilecache.controller.gpus import LOCK_DIR_ENV, session_lock_dir
-    from pytest_compilecache.controller.ledger import open_results_dir
-
-    session = CompileCacheSession(config, settings)
-    lifetime.interrupt_on_sigterm(forward=session.role is not Role.WORKER)
-    if session.role is Role.WORKER:  # an xdist worker ends with its controller, and
-        lifetime.parent_death_signal()  # inherits its dirs
-        session.adopt_dirs(getattr(config, "workerinput", {}))
-        return session
-    from pytest_compilecache.controller import preflight
-
-    found = preflight.problems(settings.report, session.store_path, settings.store,
-                               settings.root)
-    found += paths.preflight(session.warm_start_paths)  # each path's own needs
-    if found:
-        raise pytest.UsageError("\n".join(found))
-    from pytest_compilecache.leftovers import set_aside
-
-    session.report_aside = set_aside(settings.report)  # a killed session leaves none
-    fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
-    try:
-        path = session_lock_dir(settings.lock_dir)
-    except OSError as e:
-        raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
-    session.owned_lock_dir = path if fresh else None
-    session.lock_path = path
-    session.open_pch_dir()
-    if settings.share_variants and not os.environ.get(SHARED_DIR_ENV):
-        from pytest_compilecache.controller import variants
-
-        session.owned_shared_dir = variants.open_parent(settings.root)
-        session.shared_path = str(session.owned_shared_dir)
-    session.ledger = Ledger(open_results_dir())
-    session.spool = Spool(session.ledger.results_dir)
-    return session
-
-
-def _deselect(config: pytest.Config, items: List[pytest.Item], keep: Any) -> None:
-    drop = [i for i in items if not keep(i)]
-    if drop:
-        items[:] = [i for i in items if keep(i)]
-        config.hook.pytest_deselected(items=drop)
-

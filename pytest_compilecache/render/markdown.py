@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 from pytest_compilecache.judge import recompiles
-from pytest_compilecache.render import report as rp
+from pytest_compilecache.render import lines as tx
 from pytest_compilecache.layers import LAYERS, SHORT_MD
 from pytest_compilecache.model import OK_VERDICTS, CheckResult
 
@@ -102,7 +102,7 @@ def table(results: Sequence[CheckResult], passing: bool = True) -> List[str]:
     for r in results:
         if not passing and r.verdict in OK_VERDICTS:
             continue
-        states, times = rp.row_cells(r)
+        states, times = tx.row_cells(r)
         lines.append(f"| `{_escape(r.label)}` | {_VERDICT.get(r.verdict, '')} {r.verdict} | "
                      + " | ".join([*(_CELL.get(c, c) for c in states), *times]) + " |")
     return lines
@@ -110,11 +110,11 @@ def table(results: Sequence[CheckResult], passing: bool = True) -> List[str]:
 
 def path_table(results: Sequence[CheckResult]) -> List[str]:
     """The warm-start seconds per path (--compile-cache-via), when more than one ran."""
-    paths = rp.warm_start_by_path(results)
+    paths = tx.warm_start_by_path(results)
     if not paths:
         return []
     head, rows = paths
-    return [f"### {rp.WARM_START_TITLE[0].upper()}{rp.WARM_START_TITLE[1:-1]}", "",
+    return [f"### {tx.WARM_START_TITLE[0].upper()}{tx.WARM_START_TITLE[1:-1]}", "",
             "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
             *(f"| `{_escape(row[0])}` | " + " | ".join(row[1:]) + " |" for row in rows),
             *(["", *(f"- `{_escape(r.label)}`: n/a, {_escape(_cut(r.notes[0], 240))}"
@@ -134,7 +134,7 @@ def recompile_list(results: Sequence[CheckResult]) -> List[str]:
     if len(rows) > RECOMPILE_LINES:
         rows = rows[:RECOMPILE_LINES] + [f"- … {len(rows) - RECOMPILE_LINES} more in the JSON "
                                          f"report"]
-    return [f"### {rp.RECOMPILES_TITLE[0].upper()}{rp.RECOMPILES_TITLE[1:-1]}", "", *rows]
+    return [f"### {tx.RECOMPILES_TITLE[0].upper()}{tx.RECOMPILES_TITLE[1:-1]}", "", *rows]
 
 
 def drift_table(results: Sequence[CheckResult]) -> List[str]:
@@ -171,7 +171,7 @@ def _cut(text: str, limit: int = 80) -> str:
 
 
 def failure_section(r: CheckResult, data: Dict[str, Any], max_lines: int = FAILURE_LINES) -> str:
-    lines = rp.failure_lines(r)
+    lines = tx.failure_lines(r)
     settings = data.get("settings") or {}
     if settings.get("baseline_warm"):
         lines.append(f"  deploy scenario: the warm run used caches built at "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, List, Optional, Sequence
 
 from pytest_compilecache.model import CheckResult
-from pytest_compilecache.render.report import summary_lines
+from pytest_compilecache.render.lines import summary_lines
 
 NO_CHECKS = ("--compile-cache-check selected no check: no collected test carries the "
              "compile_cache marker (mark a test or its module with "

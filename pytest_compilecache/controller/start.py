@@ -1,0 +1,58 @@
+"""The session's start in this process: the controller checks up front what the session
+will need (where it writes, what each warm-start path needs from outside) and makes the
+directories its checks and workers share; an xdist worker is handed them."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_compilecache import paths
+from pytest_compilecache.controller.ledger import Ledger
+from pytest_compilecache.controller.role import Role
+from pytest_compilecache.controller.session import CompileCacheSession
+from pytest_compilecache.controller.spool import Spool
+from pytest_compilecache.controller.variants import SHARED_DIR_ENV
+from pytest_compilecache.settings import Settings
+
+
+def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSession:
+    """The session of this process, with its directories: the controller makes them
+    (after the up-front checks, a usage error naming what is wrong), an xdist worker is
+    handed them."""
+    from pytest_compilecache import lifetime
+    from pytest_compilecache.controller.gpus import LOCK_DIR_ENV, session_lock_dir
+    from pytest_compilecache.controller.ledger import open_results_dir
+
+    session = CompileCacheSession(config, settings)
+    lifetime.interrupt_on_sigterm(forward=session.role is not Role.WORKER)
+    if session.role is Role.WORKER:  # an xdist worker ends with its controller, and
+        lifetime.parent_death_signal()  # inherits its dirs
+        session.adopt_dirs(getattr(config, "workerinput", {}))
+        return session
+    from pytest_compilecache.controller import preflight
+
+    found = preflight.problems(settings.report, session.store_path, settings.store,
+                               settings.root)
+    found += paths.preflight(session.warm_start_paths)  # each path's own needs
+    if found:
+        raise pytest.UsageError("\n".join(found))
+    from pytest_compilecache.leftovers import set_aside
+
+    session.report_aside = set_aside(settings.report)  # a killed session leaves none
+    fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
+    try:
+        path = session_lock_dir(settings.lock_dir)
+    except OSError as e:
+        raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
+    session.owned_lock_dir = path if fresh else None
+    session.lock_path = path
+    session.open_pch_dir()
+    if settings.share_variants and not os.environ.get(SHARED_DIR_ENV):
+        from pytest_compilecache.controller import variants
+
+        session.owned_shared_dir = variants.open_parent(settings.root)
+        session.shared_path = str(session.owned_shared_dir)
+    session.ledger = Ledger(open_results_dir())
+    session.spool = Spool(session.ledger.results_dir)
+    return session
