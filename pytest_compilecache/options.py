@@ -5,7 +5,6 @@ The core never sees a pytest Config: `Settings.from_config` is the only bridge.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from typing import Any, Callable, Optional, Tuple
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -292,39 +291,3 @@ def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., An
                 addini("compile_cache_" + name.replace("-", "_"),
                        help=help_() if callable(help_) else help_, type=kind,
                        default=default)
-
-
-@dataclass(frozen=True)
-class PathOption:
-    """An option a warm-start path adds (`WarmStartPath.options`):
-    `--compile-cache-<name>=METAVAR` and its ini twin `compile_cache_<name>`; the path's
-    `from_settings` reads its value with `settings.path_option(name)`."""
-    name: str
-    help: str
-    metavar: str = "VALUE"
-    parse: Callable[[str], Any] = str
-
-    @property
-    def dest(self) -> str:
-        return "compile_cache_" + self.name.replace("-", "_")
-
-    def add(self, addoption: Callable[..., Any], addini: Optional[Callable[..., Any]]) -> None:
-        addoption(f"--compile-cache-{self.name}", dest=self.dest, default=None,
-                  type=self.parse, metavar=self.metavar, help=self.help)
-        if addini is not None:
-            addini(self.dest, help=self.help, type="string", default=None)
-
-    def read(self, config: Any) -> Any:
-        """The option's value: the command line's, else its ini twin's, else None."""
-        value = config.getoption(self.dest, None)
-        if value is None:
-            try:
-                raw = config.getini(self.dest)
-            except (KeyError, ValueError):  # not registered in this config
-                return None
-            if raw not in (None, ""):
-                try:
-                    value = self.parse(str(raw))
-                except (argparse.ArgumentTypeError, ValueError) as e:
-                    raise ValueError(f"ini option {self.dest}: {e}") from None
-        return value

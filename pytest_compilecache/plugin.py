@@ -11,7 +11,8 @@ import pytest
 
 from pytest_compilecache import lifetime
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
-from pytest_compilecache.options import PathOption, add_options
+from pytest_compilecache.options import add_options
+from pytest_compilecache.pathoption import PathOption
 from pytest_compilecache.settings import Settings
 
 _SESSION = pytest.StashKey[Any]()

@@ -21,7 +21,7 @@ CONFTEST = '''
 import os
 from pathlib import Path
 
-from pytest_compilecache.options import PathOption
+from pytest_compilecache.pathoption import PathOption
 from pytest_compilecache.paths.base import PhasePlan
 from pytest_compilecache.paths.local import LocalRestart
 

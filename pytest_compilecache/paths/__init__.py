@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Type
 
 if TYPE_CHECKING:
-    from pytest_compilecache.options import PathOption
+    from pytest_compilecache.pathoption import PathOption
     from pytest_compilecache.paths.base import WarmStartPath
 
 # the modules of the paths this package brings, in --help's order
@@ -35,7 +35,7 @@ CARRIED_SUMMARIES = (
 # reason: --help lists them without importing a path module (test_plugin holds them to
 # the classes'). A conftest's path adds its options when the conftest registers.
 def builtin_options() -> Tuple["PathOption", ...]:
-    from pytest_compilecache.options import PathOption
+    from pytest_compilecache.pathoption import PathOption
 
     return (PathOption("redis", "HOST:PORT of the Redis server the remote path uses (default: "
                                 "a private redis-server per session, emptied before each "

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike
-from pytest_compilecache.options import PathOption
+from pytest_compilecache.pathoption import PathOption
 
 # phase name -> what its child recorded: as the controller read it (JSON) or typed
 Records = Mapping[str, RecordLike]

@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterator, List, Optional
 from pytest_compilecache import files as fs
 from pytest_compilecache.judge.verdict import Carrier
 from pytest_compilecache.model import ArtifactRecord, CheckResult, RecordLike
-from pytest_compilecache.options import PathOption
+from pytest_compilecache.pathoption import PathOption
 from pytest_compilecache.paths.artifact import ArtifactPath
 from pytest_compilecache.paths.base import Info, PhasePlan, Phases, Snapshots, WarmStartPath
 from pytest_compilecache.wirejson import Wire
