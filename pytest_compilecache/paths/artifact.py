@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
 from pytest_compilecache import files as fs
+from pytest_compilecache.judge.verdict import judge, judge_loaded
 from pytest_compilecache.layers import layer_of
-from pytest_compilecache.judge.kernels import autotune_benchmarks
-from pytest_compilecache.judge.verdict import Carrier, judge, judge_loaded
+from pytest_compilecache.layers.autotune import autotune_benchmarks
+from pytest_compilecache.layers.base import Carrier
 from pytest_compilecache.model import (ArtifactRecord, CheckResult, PhaseRecord, RecordLike,
                                        phase_records)
 from pytest_compilecache.paths.base import PhasePlan, Phases, Records, Snapshots, WarmStartPath
