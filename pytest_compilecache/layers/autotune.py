@@ -28,6 +28,13 @@ class Autotune(CacheLayer):
         return torch.forced() or torch.switched_off(
             LOCAL_CACHE, "every restart benchmarks its kernel choices again") or torch.on()
 
+    def unpacked(self, warm: CacheRecord, paths: List[str]) -> Tuple[List[str], Optional[str]]:
+        """Autotune results a hit wrote out (a remote bundle, say) while no benchmark ran."""
+        if not paths or autotune_benchmarks(warm):
+            return [], None
+        return paths, (f"{len(paths)} autotune result(s) (.best_config) written into the "
+                       f"empty cache from the artifact; the warm process benchmarked nothing")
+
     def judge(self, inputs: LayerInputs) -> Tuple[LayerVerdict, List[str]]:
         """Switched off, the layer is `off` only where tuning ran: a workload that tunes
         nothing (most on CPU) loses nothing by it."""

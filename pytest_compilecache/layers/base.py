@@ -166,6 +166,12 @@ class CacheLayer:
         still compiled, each as "N what(s)": it must compile nothing."""
         return []
 
+    def unpacked(self, warm: CacheRecord, paths: List[str]) -> Tuple[List[str], Optional[str]]:
+        """A warm process that started from a carried artifact wrote `paths` for this
+        layer: those the artifact's load wrote out, which are no rebuild, and a note that
+        says so; none by default."""
+        return [], None
+
     def rebuilt(self, lv: LayerVerdict, paths: List[str], carrier: Carrier) -> bool:
         """A warm process that loaded a compiled artifact wrote `paths` for this layer:
         True where that is a rebuild `carrier` did not carry (`lv` then says so), False

@@ -4,7 +4,7 @@ with what did not carry it, or with the key that moved where the kernel is byte 
 the cold one's. Pure: reads typed cache records."""
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.layers.base import CacheLayer, Carrier, LayerInputs
@@ -40,6 +40,22 @@ class Kernels(CacheLayer):
     def load_compiles(self, warm: CacheRecord) -> List[str]:
         n = warm.kernels.triton_compiled or 0
         return [f"{n} Triton kernel(s) compiled"] if n else []
+
+    def unpacked(self, warm: CacheRecord, paths: List[str]) -> Tuple[List[str], Optional[str]]:
+        """Files in the Triton cache that no Triton compile wrote: the FX entries bundle
+        their kernels, and a load writes them out. Only when Triton's compile listener
+        ran and counted no compile; without it every such file stays suspect."""
+        if not warm.kernels.triton_listener or warm.kernels.triton_compiled:
+            return [], None
+        unpacked = [p for p in paths if p.startswith("triton/")]
+        if not unpacked:
+            return [], None
+        helpers = [p for p in unpacked if p.endswith(".so")]
+        return unpacked, (f"Triton compiled no kernel in the warm process; it wrote "
+                          f"{len(unpacked) - len(helpers)} kernel file(s) unpacked from the "
+                          f"artifact into its empty cache, and built {len(helpers)} driver "
+                          f"stub(s) (cuda_utils, __triton_launcher: C, per kernel signature, "
+                          f"in no artifact)")
 
     def rebuilt(self, lv: LayerVerdict, paths: List[str], carrier: Carrier) -> bool:
         lv.state, lv.files, lv.warm = "miss", paths, f"{len(paths)} new file(s)"
