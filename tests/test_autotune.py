@@ -63,7 +63,7 @@ def test_template_selection_is_counted_where_it_runs(frozen: RepoRun) -> None:
 
 
 def _layer(name: str):
-    from pytest_compilecache.judge.kernels import autotune_layer
+    from pytest_compilecache.layers.autotune import autotune_layer
     from pytest_compilecache.judge.verdict import counter
 
     rec = json.loads((DATA / f"{name}.json").read_text())
@@ -105,7 +105,7 @@ def test_a_kernel_torch_keeps_no_result_for_is_a_note_not_a_miss() -> None:
 
 
 def test_a_torch_without_a_spy_leaves_that_kind_unjudged_and_says_so() -> None:
-    from pytest_compilecache.judge.kernels import autotune_layer
+    from pytest_compilecache.layers.autotune import autotune_layer
 
     rec = json.loads((DATA / "mlp_max_autotune.json").read_text())
     cold, warm = rec["cold"]["cache"], rec["warm"]["cache"]

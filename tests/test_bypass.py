@@ -1,8 +1,8 @@
 """Every bypass reason torch 2.5-2.13 gives has a fix hint (reasons as torch words them)."""
 import pytest
 
-from pytest_compilecache.judge.bypass import fix_for as _fix_for
-from pytest_compilecache.judge.keys import normalize_reason
+from pytest_compilecache.layers.bypass import fix_for as _fix_for
+from pytest_compilecache.layers.keys import normalize_reason
 
 
 def fix_for(reason):

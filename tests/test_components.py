@@ -20,7 +20,7 @@ from pytest_compilecache.cli import as_manifest, main
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.history.blobs import BadComponents, ComponentBlobs
 from pytest_compilecache.history.store import ManifestStore
-from pytest_compilecache.judge import keys
+from pytest_compilecache.layers import keys
 
 ENV = {"torch": "2.13.0", "triton": None, "cuda": None, "python": "3.11.7", "device": "cpu",
        "device_name": None}

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from pytest_compilecache import layers
-from pytest_compilecache.judge import keys
-from pytest_compilecache.judge.keyed import graph_rows
+from pytest_compilecache.layers import keys
+from pytest_compilecache.layers.keyed import graph_rows
 from pytest_compilecache.model import CacheRecord
 
 DATA = Path(__file__).parent / "data" / "records"

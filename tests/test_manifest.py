@@ -76,7 +76,7 @@ def test_changed_components_skip_accepted_graphs_and_name_structural_changes():
 def test_an_equal_key_whose_digest_differs_is_no_drift_where_a_side_kept_only_its_digest():
     """A lean report keeps a passing graph's digest only; the digest also covers the
     printed values, which may differ where every hash is equal."""
-    from pytest_compilecache.judge import keys
+    from pytest_compilecache.layers import keys
 
     head = entry(**{"fx_graph:0/0": ("f1", [("gm", "g1", "a\\nb = x * 2.0"),
                                             ("inductor_config[x]", "c1", "True at 0x7f01")])})

@@ -11,7 +11,8 @@ from typing import Any, Dict, List
 import pytest
 
 from pytest_compilecache import paths
-from pytest_compilecache.judge import kernels, keys, verdict
+from pytest_compilecache.judge import verdict
+from pytest_compilecache.layers import autotune, keys
 from pytest_compilecache.model import (WIRE_VERSION, CacheEntry, CacheRecord, CheckResult,
                                        ColdComparison, EagerComparison, PhaseRecord, Wire,
                                        phase_records)
@@ -86,7 +87,7 @@ def test_the_gpu_records_read_their_tuning_and_kernels() -> None:
         "autotune_cache_states"]
     assert rec.cache.kernels.triton_listener is False  # cut from the record: the default
     # the judges read it typed or as JSON alike
-    assert kernels.autotune_benchmarks(rec.cache) == kernels.autotune_benchmarks(raw["cache"])
+    assert autotune.autotune_benchmarks(rec.cache) == autotune.autotune_benchmarks(raw["cache"])
 
 
 def test_missing_keys_read_as_the_judges_defaults() -> None:

@@ -11,12 +11,12 @@ from typing import Any, List
 
 import pytest
 
+from pytest_compilecache import layers
 from pytest_compilecache.case import marker_problem
 from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.role import Role
 from pytest_compilecache.history.baseline import LIST_CHECKS_ENV
 from pytest_compilecache.judge import accepted
-from pytest_compilecache.layers import LAYERS
 
 MARKER = "compile_cache"
 
@@ -30,7 +30,7 @@ def checks_of(session: Any, config: pytest.Config, items: List[pytest.Item]) -> 
             if wrong:
                 raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}(...): {wrong}")
             accept = item.get_closest_marker(accepted.MARKER)
-            wrong = accept and accepted.marker_problem(accept.args, accept.kwargs, LAYERS)
+            wrong = accept and accepted.marker_problem(accept.args, accept.kwargs, layers.LAYERS)
             if wrong:
                 raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{accepted.MARKER}"
                                         f"(...): {wrong}")

@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional
 from pytest_compilecache import jsonfile
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.isolation import ROOT_PARTS, CacheRoot
-from pytest_compilecache.judge.keys import EXTENSION
+from pytest_compilecache.layers.keys import EXTENSION
 
 SHARED_DIR_ENV = "PYTEST_COMPILECACHE_SHARED_DIR"
 LEDGER = "written.json"

@@ -1,7 +1,7 @@
 """The key components of the store's manifests, kept once per content digest: a graph's
 ~640 components (~75 KB of JSON, the graph code among them) are the same at most
 commits, in most checks of a model, cold and warm, so a manifest row keeps only their
-digest (judge/keys.components_digest) and drift, bisect and `diff` load them from here.
+digest (layers/keys.components_digest) and drift, bisect and `diff` load them from here.
 
     <store>/components/<first 2 hex digits>/<digest>.json.gz
 
@@ -20,7 +20,7 @@ from typing import Any, List, Optional
 
 from pytest_compilecache import jsonfile
 from pytest_compilecache.history.manifest import BadManifest, repair_hint
-from pytest_compilecache.judge.keys import components_digest
+from pytest_compilecache.layers.keys import components_digest
 
 DIR = "components"
 MISSING = "missing"

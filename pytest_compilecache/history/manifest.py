@@ -12,7 +12,7 @@ no torch, no git.
          "layer": …, "compile_id": …, "backward": …, "key": …, "state": …,
          "components_digest": "<sha256 hex>", "components_count": 640}}}}}
 
-A stored row keeps its components' digest (judge/keys.components_digest); the store
+A stored row keeps its components' digest (layers/keys.components_digest); the store
 keeps the components themselves once per digest (history/blobs.py), and a comparison
 loads them only for a graph whose key or digest changed. A row in memory (check_entry),
 a report's row that needed explaining, and a version 1 manifest's row (an earlier
@@ -26,7 +26,7 @@ import json
 import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
-from pytest_compilecache.judge import keys
+from pytest_compilecache.layers import keys
 from pytest_compilecache.layers import KEYED
 
 SCHEMA = "pytest-compilecache/manifest"

@@ -1,4 +1,4 @@
-"""The rules that turn phase records (`model.PhaseRecord`) into a check's verdict: the
-cache layers (keyed.py, pgo.py, kernels.py), the outputs, recompiles, keys, bypasses,
-autotuning; verdict.py puts them together. Pure.
+"""The rules across cache layers that turn phase records (`model.PhaseRecord`) into a
+check's verdict: verdict.py puts each layer's own rule (layers/) together with the
+outputs (outputs.py) and the recompiles (recompiles.py). Pure.
 """

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional
 
-from pytest_compilecache.judge import keys
-from pytest_compilecache.judge.keys import EXTENSION
+from pytest_compilecache.layers import keys
+from pytest_compilecache.layers.keys import EXTENSION
 from pytest_compilecache.judge.outputs import as_written, failed_names
 from pytest_compilecache.model import CheckResult, PhaseRecord
 

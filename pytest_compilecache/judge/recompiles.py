@@ -14,6 +14,7 @@ import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
+from pytest_compilecache.layers.pgo import SHAPE_GUARDS
 from pytest_compilecache.model import CacheRecord, FrameCompile
 
 if TYPE_CHECKING:
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
 
 CacheLike = Union[Dict[str, Any], CacheRecord]
 
-# guards automatic dynamic (and so a saved PGO profile) turns into one dynamic graph
-SHAPE_GUARDS = ("size mismatch", "stride mismatch")
 # a frame compile that failed on the limit (2.13: "Dynamo recompile limit exceeded")
 _LIMIT_FAILURE = re.compile(r"recompile.?limit|cache.?size.?limit", re.I)
 

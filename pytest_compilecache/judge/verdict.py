@@ -5,22 +5,20 @@ wrote) and the file snapshots, returns a CheckResult. A layer is `hit`, `miss`, 
 `off` (a setting switched it off: the test's code fails the check) or `n/a` (torch lacks
 it, or the workload never reached it); n/a is never a pass on its own, and a check whose
 warm run shows no cache event at all fails.
-Each layer is judged through its module in layers/ (the rules: keyed.py, pgo.py and
-kernels.py here); the outputs in outputs.py.
+Each layer of the registry (layers/) judges its own records and says what the files the
+warm run wrote for it mean; here are only the rules across layers: the outputs
+(outputs.py), the recompiles (recompiles.py), a warm run with no cache event at all.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Union
 
 from pytest_compilecache import files as fs
 from pytest_compilecache import layers
 from pytest_compilecache.judge import recompiles
-from pytest_compilecache.judge.keyed import graph_rows
-from pytest_compilecache.judge.kernels import explain_identical_recompiles
 from pytest_compilecache.judge.outputs import note, outputs
-from pytest_compilecache.layers import LayerInputs
+from pytest_compilecache.layers.base import Carrier, LayerInputs
 from pytest_compilecache.model import (CacheRecord, CheckResult, LayerVerdict,
                                        PhaseRecord, RecordLike)
 
@@ -32,15 +30,9 @@ def recorded(nodeid: str, cold: RecordLike, timings: Dict[str, Optional[float]]
     res = CheckResult(nodeid=nodeid, verdict="recorded", device=rec.device,
                       device_name=rec.device_name, form=rec.form, versions=rec.versions,
                       timings=timings)
-    res.graphs = graph_rows(rec.cache, CacheRecord(), set(), layers.KEYED)
+    inputs = LayerInputs(rec.cache, CacheRecord())
+    res.graphs = [row for layer in layers.REGISTRY for row in layer.graph_rows(inputs)]
     return res
-
-
-@dataclass(frozen=True)
-class Carrier:
-    """What a warm process started from instead of the cold one's directories."""
-    name: str      # "the mega-cache"
-    why: str = ""  # what torch is known to leave out of it, with the issues that say so
 
 
 def judge(nodeid: str, cold: RecordLike, warm: RecordLike, cold_snap: fs.Snapshot,
@@ -60,9 +52,17 @@ def judge(nodeid: str, cold: RecordLike, warm: RecordLike, cold_snap: fs.Snapsho
                       timings=timings,
                       job_id={p: r.job_id for p, r in (("cold", c), ("warm", w)) if r.job_id})
     precompiled = wc.counter("dynamo_cache", "dynamo_cache_hit") > 0
-    _layers(res, cc, wc, layers.by_layer(cold_snap), saved, precompiled)
-    _warm_writes(res, layers.by_layer(warm_new), cc, wc, triton_dir, carrier)
-    res.graphs = graph_rows(cc, wc, saved, layers.KEYED)
+    cold_files, config = layers.by_layer(cold_snap), wc.layer_config
+    inputs = {layer.name: LayerInputs(cc, wc, config.get(layer.name),
+                                      cold_files.get(layer.name, []), saved, precompiled,
+                                      triton_dir, carrier)
+              for layer in layers.REGISTRY}
+    for layer in layers.REGISTRY:  # each layer as the cold and warm runs' events show it
+        res.layers[layer.name], notes = layer.judge(inputs[layer.name])
+        res.notes += notes
+    _warm_writes(res, layers.by_layer(warm_new), inputs)
+    res.graphs = [row for layer in layers.REGISTRY
+                  for row in layer.graph_rows(inputs[layer.name])]
     for text in w.notes:  # what the phase itself found worth saying
         note(res, text)
     outputs(res, c, w, cold_is_other_code)
@@ -77,45 +77,16 @@ def judge(nodeid: str, cold: RecordLike, warm: RecordLike, cold_snap: fs.Snapsho
     return res.finalize()
 
 
-def _layers(res: CheckResult, cc: CacheRecord, wc: CacheRecord, cold_files: Dict[str, List[str]],
-            saved: Set[str], precompiled: bool) -> None:
-    """Each layer as the cold and warm runs' cache events show it."""
-    config = wc.layer_config
+def _warm_writes(res: CheckResult, warm_files: Dict[str, List[str]],
+                 inputs: Dict[str, LayerInputs]) -> None:
+    """What the warm run wrote into the cache root: each layer says what its files mean
+    (a layer that wrote any, missed); a file no layer owns is a note."""
     for layer in layers.REGISTRY:
-        res.layers[layer.name], notes = layer.judge(LayerInputs(
-            cc, wc, config.get(layer.name), cold_files.get(layer.name, []), saved, precompiled))
-        res.notes += notes
-
-
-def _warm_writes(res: CheckResult, warm_files: Dict[str, List[str]], cc: CacheRecord,
-                 wc: CacheRecord, triton_dir: Optional[Path], carrier: Optional[Carrier]
-                 ) -> None:
-    """What the warm run wrote into the cache root: a layer that did, missed."""
-    for layer, paths in warm_files.items():
-        if layer == "other":
-            continue
-        lv = res.layers[layer]
-        lv.files = paths
-        lv.warm = f"{len(paths)} new file(s)"
-        if lv.state in ("hit", "n/a"):
-            lv.state = "miss"
-            lv.reasons.append(f"the warm run wrote {len(paths)} new file(s) for this layer")
-        if layer == "kernels" and carrier:
-            lv.reasons.insert(0, rebuilt_kernels(paths, carrier))
-    if triton_dir is not None and warm_files.get("kernels"):
-        explain_identical_recompiles(res.layers["kernels"], fs.identical_triton_recompiles(
-            triton_dir, warm_files["kernels"]), cc, wc)
+        if warm_files.get(layer.name):
+            layer.warm_wrote(res.layers[layer.name], warm_files[layer.name], inputs[layer.name])
     if warm_files.get("other"):
         res.notes.append(f"warm run wrote {len(warm_files['other'])} file(s) no cache layer "
                          f"explains: " + ", ".join(warm_files["other"][:5]))
-
-
-def rebuilt_kernels(paths: List[str], carrier: Carrier) -> str:
-    objects = [p for p in paths if p.endswith(".so")]
-    return (f"the warm process rebuilt {len(objects)} C++ kernel object(s) and "
-            f"{len(paths) - len(objects)} other kernel file(s) that {carrier.name} did not "
-            f"carry" + (f" ({carrier.why})" if carrier.why else "") + ": "
-            + ", ".join(p.rsplit("/", 1)[-1] for p in (objects or paths)[:5]))
 
 
 def judge_loaded(nodeid: str, cold: RecordLike, warm: RecordLike, warm_new: List[str],
@@ -128,24 +99,23 @@ def judge_loaded(nodeid: str, cold: RecordLike, warm: RecordLike, warm_new: List
     res = CheckResult(nodeid=nodeid, verdict="pass", device=w.device,
                       device_name=w.device_name, form=w.form, versions=w.versions,
                       timings=timings)
-    for layer in layers.LAYERS:
-        res.layers[layer] = LayerVerdict(state="n/a",
-                                         reasons=[f"not used: {carrier.name} is loaded"])
-    events = {"Dynamo frame(s) traced": wc.counter("frames", "total"),
-              "FX graph cache miss(es)": wc.counter("inductor", "fxgraph_cache_miss"),
-              "AOTAutograd cache miss(es)": wc.counter("aot_autograd", "autograd_cache_miss"),
-              "Triton kernel(s) compiled": wc.kernels.triton_compiled or 0}
-    compiled = [f"{n} {what}" for what, n in events.items() if n]
+    for layer in layers.REGISTRY:
+        res.layers[layer.name] = LayerVerdict(state="n/a",
+                                              reasons=[f"not used: {carrier.name} is loaded"])
+    traced = wc.counter("frames", "total")
+    compiled = ([f"{traced} Dynamo frame(s) traced"] if traced else []) + \
+        [what for layer in layers.REGISTRY for what in layer.load_compiles(wc)]
     if compiled:
         res.problems.append(f"compile: the warm process compiled after loading {carrier.name}: "
                             + ", ".join(compiled))
-    kernels = layers.by_layer(warm_new).get("kernels") or []
-    if kernels:
-        lv = res.layers["kernels"]
-        lv.state, lv.files, lv.warm = "miss", kernels, f"{len(kernels)} new file(s)"
-        lv.reasons = [rebuilt_kernels(kernels, carrier)]
-        res.problems.append(f"kernels: miss - {lv.reasons[0]}")
-    other = [p for p in warm_new if p not in kernels]
+    warm_files = layers.by_layer(warm_new)
+    rebuilt: Set[str] = set()  # the files a layer names as rebuilt, not as others
+    for layer in layers.REGISTRY:
+        lv, paths = res.layers[layer.name], warm_files.get(layer.name) or []
+        if paths and layer.rebuilt(lv, paths, carrier):
+            rebuilt.update(paths)
+            res.problems += layer.problems(lv, None)
+    other = [p for p in warm_new if p not in rebuilt]
     if other:
         res.notes.append(f"the warm process wrote {len(other)} other file(s) into its cache "
                          f"root: " + ", ".join(other[:5]))

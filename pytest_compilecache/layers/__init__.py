@@ -1,11 +1,13 @@
 """The cache layers a warm start goes through, one module each behind `base.CacheLayer`
-(name, column labels, the files it owns, what the child records for it, its rule), in
-one registry: the report's columns, the key manifest's keyed layers and the attribution
-of a cache root's files all derive from it.
+(name, column labels, the files it owns, what the child records for it, its rule and
+what the files a warm run wrote for it mean), in one registry: the report's columns, the
+key manifest's keyed layers, the verdict's layers and the attribution of a cache root's
+files all derive from it. Read the names below through the module (`layers.LAYERS`), not
+by value at import: `register` rebinds them.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Sequence, Tuple
 
 from pytest_compilecache.layers.aot_autograd import AOTAutograd
 from pytest_compilecache.layers.autotune import Autotune
@@ -14,13 +16,34 @@ from pytest_compilecache.layers.fx_graph import FxGraph
 from pytest_compilecache.layers.kernels import Kernels
 from pytest_compilecache.layers.pgo import DynamoPGO
 
-# in the report's order
-REGISTRY: Tuple[CacheLayer, ...] = (DynamoPGO(), AOTAutograd(), FxGraph(), Kernels(), Autotune())
+# in the report's order, which is also the order in which layers claim files (`layer_of`)
+REGISTRY: Tuple[CacheLayer, ...] = ()
+LAYERS: Tuple[str, ...] = ()
+KEYED: Tuple[str, ...] = ()
+SHORT: Dict[str, str] = {}
+SHORT_MD: Dict[str, str] = {}
 
-LAYERS = tuple(layer.name for layer in REGISTRY)
-KEYED = tuple(layer.name for layer in REGISTRY if layer.keyed)
-SHORT = {layer.name: layer.short for layer in REGISTRY}
-SHORT_MD = {layer.name: layer.short_md for layer in REGISTRY}
+
+def use(registry: Sequence[CacheLayer]) -> None:
+    """Make `registry` the layers, in the report's order, and every name derived from it."""
+    global REGISTRY, LAYERS, KEYED, SHORT, SHORT_MD
+    names = [layer.name for layer in registry]
+    if len(set(names)) != len(names) or "other" in names:
+        raise ValueError(f"cache layer names must be unique and not 'other': {names}")
+    REGISTRY = tuple(registry)
+    LAYERS = tuple(names)
+    KEYED = tuple(layer.name for layer in REGISTRY if layer.keyed)
+    SHORT = {layer.name: layer.short for layer in REGISTRY}
+    SHORT_MD = {layer.name: layer.short_md for layer in REGISTRY}
+
+
+def register(layer: CacheLayer) -> None:
+    """Add a cache layer after the others: the last column of the report, the last to
+    claim a cache root's files."""
+    use(REGISTRY + (layer,))
+
+
+use((DynamoPGO(), AOTAutograd(), FxGraph(), Kernels(), Autotune()))
 
 
 def layer_of(path: str) -> str:
@@ -50,4 +73,4 @@ def by_layer(paths: Iterable[str]) -> Dict[str, List[str]]:
 
 
 __all__ = ["REGISTRY", "LAYERS", "KEYED", "SHORT", "SHORT_MD", "CacheLayer", "LayerInputs",
-           "layer_of", "by_layer"]
+           "layer_of", "by_layer", "register", "use"]

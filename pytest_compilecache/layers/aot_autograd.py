@@ -1,11 +1,12 @@
 """AOTAutograd's cache: the joint forward/backward graphs, keyed."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from pytest_compilecache.layers.base import Switch, TorchConfigs
 from pytest_compilecache.layers.fx_graph import FX_GRAPH_CACHE
 from pytest_compilecache.layers.keyed import KeyedLayer
+from pytest_compilecache.model import CacheRecord
 
 AUTOGRAD_CACHE = Switch("functorch", "enable_autograd_cache", "TORCHINDUCTOR_AUTOGRAD_CACHE")
 
@@ -25,6 +26,10 @@ class AOTAutograd(KeyedLayer):
         return torch.forced() or torch.switched_off(
             AUTOGRAD_CACHE, "every restart traces its forward and backward graphs again") \
             or self._without_fx(torch) or torch.on()
+
+    def load_compiles(self, warm: CacheRecord) -> List[str]:
+        n = warm.counter("aot_autograd", "autograd_cache_miss")
+        return [f"{n} AOTAutograd cache miss(es)"] if n else []
 
     @staticmethod
     def _without_fx(torch: TorchConfigs) -> Optional[Dict[str, Any]]:

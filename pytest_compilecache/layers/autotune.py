@@ -1,12 +1,16 @@
 """Autotuning results: template selection (max-autotune), Triton config benchmarks and
-coordinate-descent tuning, and the results they store (.best_config)."""
+coordinate-descent tuning, and the results they store (.best_config). Its rule reads what
+the phase really tuned (the tuning record), never torch's counters, which an FX-graph
+hit replays. Pure: reads typed cache records."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
-from pytest_compilecache.judge.kernels import autotune_layer
+from pytest_compilecache.judge import tuning
 from pytest_compilecache.layers.base import CacheLayer, LayerInputs, Switch, TorchConfigs
-from pytest_compilecache.model import LayerVerdict
+from pytest_compilecache.model import CacheRecord, LayerVerdict
+
+CacheLike = Union[Dict[str, Any], CacheRecord]
 
 LOCAL_CACHE = Switch("inductor", "autotune_local_cache")
 
@@ -24,6 +28,13 @@ class Autotune(CacheLayer):
         return torch.forced() or torch.switched_off(
             LOCAL_CACHE, "every restart benchmarks its kernel choices again") or torch.on()
 
+    def unpacked(self, warm: CacheRecord, paths: List[str]) -> Tuple[List[str], Optional[str]]:
+        """Autotune results a hit wrote out (a remote bundle, say) while no benchmark ran."""
+        if not paths or autotune_benchmarks(warm):
+            return [], None
+        return paths, (f"{len(paths)} autotune result(s) (.best_config) written into the "
+                       f"empty cache from the artifact; the warm process benchmarked nothing")
+
     def judge(self, inputs: LayerInputs) -> Tuple[LayerVerdict, List[str]]:
         """Switched off, the layer is `off` only where tuning ran: a workload that tunes
         nothing (most on CPU) loses nothing by it."""
@@ -32,3 +43,55 @@ class Autotune(CacheLayer):
         if cfg is not None and cfg.off and lv.state != "n/a":
             lv.state, lv.reasons, lv.setting = "off", [cfg.why or "switched off"], cfg.setting
         return lv, notes
+
+
+def tuning_done(rec: CacheLike) -> Tuple[Dict[str, List[str]], List[str]]:
+    """What a phase (a cache record) really tuned, per kind (`tuning.KINDS`), and for
+    each kind no spy could watch on this torch, a note: that kind is not counted, as its
+    counter cannot tell (an FX-graph cache hit replays it from the cold compile)."""
+    rec = CacheRecord.from_json(rec)
+    t = rec.tuning
+    seen = tuning.summary(t) or {k: [] for k in tuning.KINDS}
+    counters = {"select": rec.counter("inductor", "select_algorithm_autotune"),
+                "coordesc": rec.counter("inductor", "coordesc_tuning_bench")}
+    degraded = []
+    for kind in tuning.KINDS:
+        if t is not None and kind in t.watched:
+            continue
+        seen[kind] = []
+        why = (t.unwatched.get(kind) if t is not None else None) or "no spy ran in this phase"
+        replayed = (f" (torch's counter says {counters[kind]}, but an FX-graph cache hit "
+                    "replays it from the cold compile)" if counters.get(kind) else "")
+        degraded.append(f"{tuning.KINDS[kind]} not observed: {why}{replayed}")
+    return seen, degraded
+
+
+def autotune_benchmarks(rec: CacheLike) -> int:
+    """Tuning a phase really ran: autotuning it did not get from a cache."""
+    return sum(len(v) for v in tuning_done(rec)[0].values())
+
+
+def autotune_layer(cc: CacheLike, wc: CacheLike, cold_files: List[str]
+                   ) -> Tuple[LayerVerdict, List[str]]:
+    """The layer, and notes on tuning no cache could have spared (kernels torch keeps
+    no tuning result for)."""
+    cc, wc = CacheRecord.from_json(cc), CacheRecord.from_json(wc)
+    (cs, _), (ws, degraded) = tuning_done(cc), tuning_done(wc)
+    cb, wb = sum(map(len, cs.values())), sum(map(len, ws.values()))
+    lv = LayerVerdict(state="hit", cold=f"{cb} tuned" + (f": {tuning.describe(cs)}" if cb else ""),
+                      warm=f"{wb} tuned" + (f": {tuning.describe(ws)}" if wb else ""))
+    if not cb and not cold_files:
+        lv.state, lv.reasons = "n/a", ["no autotuning ran cold (max-autotune off, or one config)"]
+    uncached = set(tuning.untunable(wc.tuning))
+    missed = {k: [n for n in v if n not in uncached] for k, v in ws.items()}
+    notes = []
+    if uncached & {n for v in ws.values() for n in v}:
+        notes.append("autotune: the warm run tuned kernel(s) no cache could spare: "
+                     + tuning.explain(wc.tuning, sorted(uncached))[0])
+    if any(missed.values()):
+        lv.state = "miss"
+        lv.reasons.append(f"the warm run really tuned: {tuning.describe(missed)}")
+        lv.reasons += tuning.explain(wc.tuning, [n for v in missed.values() for n in v])
+    lv.reasons += degraded
+    notes += [f"autotune: {d}" for d in degraded]  # shown whatever the state
+    return lv, notes

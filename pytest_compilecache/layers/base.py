@@ -1,9 +1,11 @@
 """A cache layer, as every part of the check sees it: its name and column labels, which
-files under a check's cache root it owns, what the phase child records for it, and the
-rule that judges its cold and warm records. Pure: no torch, no pytest."""
+files under a check's cache root it owns, what the phase child records for it, the rule
+that judges its cold and warm records, and what the files a warm process wrote for it
+mean. Pure: no torch, no pytest."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from pytest_compilecache.model import CacheRecord, LayerConfig, LayerVerdict
@@ -33,16 +35,29 @@ class Switch:
         return f"{CONFIG_MODULES[self.config]}.{self.name}"
 
 
+@dataclass(frozen=True)
+class Carrier:
+    """What a warm process started from instead of the cold one's directories (a path of
+    --compile-cache-via): a layer names it as what did not carry the files the warm
+    process rebuilt."""
+    name: str      # "the mega-cache"
+    why: str = ""  # what torch is known to leave out of it, with the issues that say so
+
+
 @dataclass
 class LayerInputs:
     """What a layer's rule reads: both phases' cache records, the warm phase's config
-    of this layer, the files the cold phase wrote for it, the keys it saved."""
+    of this layer, the files the cold phase wrote for it, the keys it saved; and, for
+    what the warm phase wrote (`warm_wrote`), the warm process's Triton cache and what
+    it started from instead of the cold one's directories."""
     cold: CacheRecord
     warm: CacheRecord
     config: Optional[LayerConfig] = None
     cold_files: List[str] = field(default_factory=list)
     saved: Set[str] = field(default_factory=set)
     precompiled: bool = False  # the warm process loaded Dynamo's precompiled frames
+    triton_dir: Optional[Path] = None
+    carrier: Optional[Carrier] = None
 
 
 @dataclass
@@ -132,6 +147,36 @@ class CacheLayer:
     def judge(self, inputs: LayerInputs) -> Tuple[LayerVerdict, List[str]]:
         """The layer's verdict, and notes for the check."""
         raise NotImplementedError
+
+    def graph_rows(self, inputs: LayerInputs) -> List[Dict[str, Any]]:
+        """The report's rows for this layer's lookups (a keyed layer's); none by default."""
+        return []
+
+    def warm_wrote(self, lv: LayerVerdict, paths: List[str], inputs: LayerInputs) -> None:
+        """The warm run wrote `paths` (files this layer owns) into the cache root: a
+        layer that did, missed."""
+        lv.files = paths
+        lv.warm = f"{len(paths)} new file(s)"
+        if lv.state in ("hit", "n/a"):
+            lv.state = "miss"
+            lv.reasons.append(f"the warm run wrote {len(paths)} new file(s) for this layer")
+
+    def load_compiles(self, warm: CacheRecord) -> List[str]:
+        """What of this layer a warm process that loaded a compiled artifact (aot, aoti)
+        still compiled, each as "N what(s)": it must compile nothing."""
+        return []
+
+    def unpacked(self, warm: CacheRecord, paths: List[str]) -> Tuple[List[str], Optional[str]]:
+        """A warm process that started from a carried artifact wrote `paths` for this
+        layer: those the artifact's load wrote out, which are no rebuild, and a note that
+        says so; none by default."""
+        return [], None
+
+    def rebuilt(self, lv: LayerVerdict, paths: List[str], carrier: Carrier) -> bool:
+        """A warm process that loaded a compiled artifact wrote `paths` for this layer:
+        True where that is a rebuild `carrier` did not carry (`lv` then says so), False
+        where they are only files it wrote."""
+        return False
 
     def problems(self, lv: LayerVerdict, config: Optional[LayerConfig]) -> List[str]:
         """What of the layer's verdict fails the check: a miss, a bypass, or the layer

@@ -2,10 +2,11 @@
 bundle), keyed."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from pytest_compilecache.layers.base import Switch, TorchConfigs
 from pytest_compilecache.layers.keyed import KeyedLayer
+from pytest_compilecache.model import CacheRecord
 
 FX_GRAPH_CACHE = Switch("inductor", "fx_graph_cache", "TORCHINDUCTOR_FX_GRAPH_CACHE")
 
@@ -22,3 +23,7 @@ class FxGraph(KeyedLayer):
         return torch.forced() or torch.switched_off(
             FX_GRAPH_CACHE, "every restart compiles its FX graphs, and AOTAutograd's with them, "
                             "again") or torch.on()
+
+    def load_compiles(self, warm: CacheRecord) -> List[str]:
+        n = warm.counter("inductor", "fxgraph_cache_miss")
+        return [f"{n} FX graph cache miss(es)"] if n else []

@@ -1,12 +1,14 @@
 """Compiled kernels: Triton's cache and Inductor's C++ kernels (and the precompiled
-headers they share)."""
+headers they share). Its rule: a kernel the warm run compiled or wrote is a miss, named
+with what did not carry it, or with the key that moved where the kernel is byte for byte
+the cold one's. Pure: reads typed cache records."""
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from pytest_compilecache.judge.kernels import kernels_layer
-from pytest_compilecache.layers.base import CacheLayer, LayerInputs
-from pytest_compilecache.model import LayerVerdict
+from pytest_compilecache import files as fs
+from pytest_compilecache.layers.base import CacheLayer, Carrier, LayerInputs
+from pytest_compilecache.model import CacheRecord, LayerVerdict
 
 
 class Kernels(CacheLayer):
@@ -24,3 +26,84 @@ class Kernels(CacheLayer):
 
     def judge(self, inputs: LayerInputs) -> Tuple[LayerVerdict, List[str]]:
         return kernels_layer(inputs.cold, inputs.warm, inputs.cold_files), []
+
+    def warm_wrote(self, lv: LayerVerdict, paths: List[str], inputs: LayerInputs) -> None:
+        """A miss, named with what the warm process started from where that did not
+        carry the kernels; a kernel byte-identical to a cold one, with the key that moved."""
+        super().warm_wrote(lv, paths, inputs)
+        if inputs.carrier:
+            lv.reasons.insert(0, rebuilt_kernels(paths, inputs.carrier))
+        if inputs.triton_dir is not None:
+            explain_identical_recompiles(lv, fs.identical_triton_recompiles(
+                inputs.triton_dir, paths), inputs.cold, inputs.warm)
+
+    def load_compiles(self, warm: CacheRecord) -> List[str]:
+        n = warm.kernels.triton_compiled or 0
+        return [f"{n} Triton kernel(s) compiled"] if n else []
+
+    def unpacked(self, warm: CacheRecord, paths: List[str]) -> Tuple[List[str], Optional[str]]:
+        """Files in the Triton cache that no Triton compile wrote: the FX entries bundle
+        their kernels, and a load writes them out. Only when Triton's compile listener
+        ran and counted no compile; without it every such file stays suspect."""
+        if not warm.kernels.triton_listener or warm.kernels.triton_compiled:
+            return [], None
+        unpacked = [p for p in paths if p.startswith("triton/")]
+        if not unpacked:
+            return [], None
+        helpers = [p for p in unpacked if p.endswith(".so")]
+        return unpacked, (f"Triton compiled no kernel in the warm process; it wrote "
+                          f"{len(unpacked) - len(helpers)} kernel file(s) unpacked from the "
+                          f"artifact into its empty cache, and built {len(helpers)} driver "
+                          f"stub(s) (cuda_utils, __triton_launcher: C, per kernel signature, "
+                          f"in no artifact)")
+
+    def rebuilt(self, lv: LayerVerdict, paths: List[str], carrier: Carrier) -> bool:
+        lv.state, lv.files, lv.warm = "miss", paths, f"{len(paths)} new file(s)"
+        lv.reasons = [rebuilt_kernels(paths, carrier)]
+        return True
+
+
+def kernels_layer(cc: CacheRecord, wc: CacheRecord, cold_kernel_files: List[str]
+                  ) -> LayerVerdict:
+    ck, wk = cc.kernels, wc.kernels
+    lv = LayerVerdict(state="hit", cold=f"{len(cold_kernel_files)} file(s) built")
+    warm_compiled = wk.triton_compiled or 0
+    lv.warm = "no new file"
+    if wk.triton_listener:
+        lv.warm += f", {warm_compiled} Triton compile(s)"
+    if not cold_kernel_files and not ck.kernels_via_triton_compile:
+        lv.state, lv.reasons = "n/a", ["cold compiled no C++ or Triton kernel"]
+    if warm_compiled:
+        lv.state = "miss"
+        lv.reasons.append(f"the warm run compiled {warm_compiled} Triton kernel(s) from source")
+    return lv
+
+
+def explain_identical_recompiles(lv: LayerVerdict, twins: List[Dict[str, str]],
+                                 cc: CacheRecord, wc: CacheRecord) -> None:
+    """A warm kernel byte-identical to a cold one: the key moved, not the kernel."""
+    if not twins:
+        return
+    names = ", ".join(f"{t['kernel']} ({t['cold'][:8]} -> {t['warm'][:8]})" for t in twins[:3])
+    lv.reasons.append(
+        f"{len(twins)} warm Triton kernel(s) are byte-identical to ones cold built, under "
+        f"another Triton key: the key changed outside the kernel source (its toolchain "
+        f"part, e.g. the ptxas version; Triton options; TRITON_* env vars): {names}")
+    for phase, rec in (("cold", cc), ("warm", wc)):
+        ptxas = rec.kernels.ptxas_path
+        if ptxas is not None and ptxas.start != ptxas.end:
+            lv.reasons.append(
+                f"TRITON_PTXAS_PATH changed during the {phase} run ({ptxas.start!r} -> "
+                f"{ptxas.end!r}): torch sets it lazily on some compile paths, so kernels "
+                f"compiled before and after use different ptxas versions and keys; set "
+                f"TRITON_PTXAS_PATH explicitly (to {ptxas.end!r}) before starting")
+            break
+
+
+
+def rebuilt_kernels(paths: List[str], carrier: Carrier) -> str:
+    objects = [p for p in paths if p.endswith(".so")]
+    return (f"the warm process rebuilt {len(objects)} C++ kernel object(s) and "
+            f"{len(paths) - len(objects)} other kernel file(s) that {carrier.name} did not "
+            f"carry" + (f" ({carrier.why})" if carrier.why else "") + ": "
+            + ", ".join(p.rsplit("/", 1)[-1] for p in (objects or paths)[:5]))

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
-from pytest_compilecache.judge.verdict import Carrier
+from pytest_compilecache.layers.base import Carrier
 from pytest_compilecache.paths.artifact import LoadedArtifactPath
 from pytest_compilecache.paths.base import ArtifactFailed, Info, NotApplicable, one_line
 

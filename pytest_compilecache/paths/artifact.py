@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
 from pytest_compilecache import files as fs
-from pytest_compilecache.layers import layer_of
-from pytest_compilecache.judge.kernels import autotune_benchmarks
-from pytest_compilecache.judge.verdict import Carrier, judge, judge_loaded
+from pytest_compilecache import layers
+from pytest_compilecache.judge.verdict import judge, judge_loaded
+from pytest_compilecache.layers.base import Carrier
 from pytest_compilecache.model import (ArtifactRecord, CheckResult, PhaseRecord, RecordLike,
                                        phase_records)
 from pytest_compilecache.paths.base import PhasePlan, Phases, Records, Snapshots, WarmStartPath
@@ -64,37 +64,30 @@ class ArtifactPath(WarmStartPath):
         warm_new = [p for p in fs.added(loaded, snaps["warm"])
                     # an FX graph hit writes its output code (.py) into the new root, which
                     # the local restart found in place: that is no rebuild
-                    if not (layer_of(p) == "fx_graph" and p.endswith(".py"))]
+                    if not (layers.layer_of(p) == "fx_graph" and p.endswith(".py"))]
         probes = fs.cpu_capability_probes(warm_art.watched, warm_new)
         warm_new = [p for p in warm_new if p not in probes]
-        unpacked = self._unpacked_triton(phases["warm"], warm_new)
-        tuned = self._restored_autotune(phases["warm"], warm_new)
-        warm_new = [p for p in warm_new if p not in unpacked and p not in tuned]
+        # what each layer says the load wrote out (Triton's bundled kernels, say): no rebuild
+        by_layer = layers.by_layer(warm_new)
+        unpacked = [layer.unpacked(phases["warm"].cache, by_layer.get(layer.name, []))
+                    for layer in layers.REGISTRY]
+        restored = {p for files, _ in unpacked for p in files}
+        warm_new = [p for p in warm_new if p not in restored]
         res = self.rule(nodeid, phases, snaps, warm_new, timings, triton_dir)
         res.via = self.via
         res.timings["warm_load_s"] = warm_art.load_s
-        self._notes(res, cold_art, loaded, probes, unpacked, tuned)
+        self._notes(res, cold_art, loaded, probes, [note for _, note in unpacked if note])
         return res.finalize()
 
     def _notes(self, res: CheckResult, cold_art: ArtifactRecord, loaded: fs.Snapshot,
-               probes: Set[str], unpacked: List[str], tuned: List[str]) -> None:
-        """What the warm process found in place or wrote that is no rebuild, and what
-        the artifact carried."""
+               probes: Set[str], unpacked: List[str]) -> None:
+        """What the warm process found in place or wrote that is no rebuild (`unpacked`:
+        the layers' notes on it), and what the artifact carried."""
         if probes:
             res.notes.append(f"the warm process rebuilt {len(probes)} file(s) of torch's CPU "
                              f"capability probes (VecISA checks, once per empty cache "
                              f"directory, not the model's kernels)")
-        if unpacked:
-            helpers = [p for p in unpacked if p.endswith(".so")]
-            res.notes.append(f"Triton compiled no kernel in the warm process; it wrote "
-                             f"{len(unpacked) - len(helpers)} kernel file(s) unpacked from the "
-                             f"artifact into its empty cache, and built {len(helpers)} driver "
-                             f"stub(s) (cuda_utils, __triton_launcher: C, per kernel signature, "
-                             f"in no artifact)")
-        if tuned:
-            res.notes.append(f"{len(tuned)} autotune result(s) (.best_config) written into the "
-                             f"empty cache from the artifact; the warm process benchmarked "
-                             f"nothing")
+        res.notes += unpacked
         res.notes.append(self.carried(cold_art, loaded))
         if cold_art.cold_ran == "eager":
             res.notes.append(f"{self.via}: the cold process built the artifact and ran the "
@@ -103,23 +96,6 @@ class ArtifactPath(WarmStartPath):
         if cold_art.ignored_options:
             res.notes.append(f"{self.via}: compile options it does not take were left out: "
                              + ", ".join(cold_art.ignored_options))
-
-    @staticmethod
-    def _unpacked_triton(warm: PhaseRecord, warm_new: List[str]) -> List[str]:
-        """Files in the Triton cache that no Triton compile wrote: the FX entries bundle
-        their kernels, and a load writes them out. Only when Triton's compile listener
-        ran and counted no compile; without it every such file stays suspect."""
-        kernels = warm.cache.kernels
-        if not kernels.triton_listener or kernels.triton_compiled:
-            return []
-        return [p for p in warm_new if p.startswith("triton/")]
-
-    @staticmethod
-    def _restored_autotune(warm: PhaseRecord, warm_new: List[str]) -> List[str]:
-        """Autotune results a hit wrote out (a remote bundle, say) while no benchmark ran."""
-        if autotune_benchmarks(warm.cache):
-            return []
-        return [p for p in warm_new if layer_of(p) == "autotune"]
 
     def rule(self, nodeid: str, recs: Phases, snaps: Snapshots, warm_new: List[str],
              timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:

@@ -8,7 +8,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional
 
-from pytest_compilecache.judge.verdict import Carrier
+from pytest_compilecache.layers.base import Carrier
 from pytest_compilecache.paths.artifact import ArtifactPath, artifact_counts
 from pytest_compilecache.paths.base import Info
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 from pytest_compilecache import files as fs
-from pytest_compilecache.judge.verdict import Carrier
+from pytest_compilecache.layers.base import Carrier
 from pytest_compilecache.model import ArtifactRecord, CheckResult, RecordLike
 from pytest_compilecache.pathoption import PathOption
 from pytest_compilecache.paths.artifact import ArtifactPath

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from pytest_compilecache import layers
 from pytest_compilecache.render.markdown import overall_verdict
 from pytest_compilecache.render.report import summarize
-from pytest_compilecache.layers import LAYERS
 from pytest_compilecache.model import OK_VERDICTS, CheckResult
 
 # actions/toolkit docs/problem-matchers.md ("Limitations"): 10 error, 10 warning and 10
@@ -50,7 +50,7 @@ def repo_path(r: CheckResult, rootdir: Optional[str], workspace: Optional[str]) 
 
 
 def _missed(r: CheckResult) -> List[str]:
-    return [n for n in LAYERS if n in r.layers and r.layers[n].state in ("miss", "bypass")]
+    return [n for n in layers.LAYERS if n in r.layers and r.layers[n].state in ("miss", "bypass")]
 
 
 def headline(r: CheckResult) -> str:
@@ -71,7 +71,7 @@ def headline(r: CheckResult) -> str:
 
 def why(r: CheckResult) -> List[str]:
     lines = [f"{n}: {reason}" for n in _missed(r) for reason in r.layers[n].reasons]
-    lines += [p for p in r.problems if p.split(":")[0] not in LAYERS]
+    lines += [p for p in r.problems if p.split(":")[0] not in layers.LAYERS]
     if r.error:
         lines += r.error.strip().splitlines()[:4]
     if len(lines) > MESSAGE_LINES:
@@ -113,7 +113,7 @@ def outputs(data: Dict[str, Any], report_path: str = "") -> Dict[str, str]:
     checks = data.get("checks", [])
     results = [CheckResult.from_json(c) for c in checks]
     count = summarize(checks)  # the report's own count (a merged one's too)
-    missed = sorted({n for r in results for n in _missed(r)}, key=LAYERS.index)
+    missed = sorted({n for r in results for n in _missed(r)}, key=layers.LAYERS.index)
     drifted = sum(1 for r in results if (r.drift or {}).get("status") in ("drifted", "gone", "new"))
     env = _env_id(results)
     devices = sorted({r.device for r in results if r.device})

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from pytest_compilecache import layers
 from pytest_compilecache.history.manifest import changed_components, drift_lines
 from pytest_compilecache.judge import recompiles
-from pytest_compilecache.layers import LAYERS, SHORT
 from pytest_compilecache.model import CheckResult
 
 
@@ -34,7 +34,7 @@ def first_reason(r: CheckResult, width: int = 300) -> str:
 def failure_lines(r: CheckResult) -> List[str]:
     where = ", ".join(x for x in (r.device_name or r.device, _torch(r)) if x)
     lines = [f"compile-cache check {r.verdict.upper()}: {r.label}" + (f" ({where})" if where else "")]
-    other = [p for p in r.problems if p.split(":")[0] not in LAYERS]
+    other = [p for p in r.problems if p.split(":")[0] not in layers.LAYERS]
     if r.verdict == "error" and other and not r.error:  # the cause (a full disk) before the table
         lines += ["", *[f"  {p}" for p in other]]
         other = []
@@ -44,19 +44,19 @@ def failure_lines(r: CheckResult) -> List[str]:
             other = []
         lines += ["", *r.error.splitlines()]
     if r.layers:
-        w = max(7, *(len(r.layers[n].state) for n in LAYERS))  # `accepted` is 8
+        w = max(7, *(len(r.layers[n].state) for n in layers.LAYERS))  # `accepted` is 8
         lines += ["", f"  {'layer':<13} {'state':<{w}} {'cold':<24} {'warm':<24}"]
-        for name in LAYERS:
+        for name in layers.LAYERS:
             lv = r.layers[name]
             lines.append(f"  {name:<13} {lv.state:<{w}} {lv.cold:<24} {lv.warm:<24}")
         # a layer that missed, and one a setting switched off (named with where it was set)
-        why = [(n, reason) for n in LAYERS for reason in r.layers[n].reasons
+        why = [(n, reason) for n in layers.LAYERS for reason in r.layers[n].reasons
                if r.layers[n].state in ("miss", "bypass", "accepted")
                or (r.layers[n].state == "off" and r.layers[n].setting)]
         if why:
             lines += ["", "  why:"]
             lines += [f"  - {n}: {reason}" for n, reason in why]
-        for n in LAYERS:
+        for n in layers.LAYERS:
             for f in r.layers[n].files[:8]:
                 lines.append(f"    warm wrote ({n}): {f}")
         for row in r.graphs:
@@ -142,7 +142,7 @@ def row_cells(r: CheckResult) -> Tuple[List[str], Tuple[str, str, str]]:
     """One check's row of the summary table (terminal and job summary): each layer's
     state, then cold s, warm s, warm/cold."""
     q = ratio(r)
-    return ([r.layers[n].state if n in r.layers else "-" for n in LAYERS],
+    return ([r.layers[n].state if n in r.layers else "-" for n in layers.LAYERS],
             (_s(r.timings.get("cold_s")), _s(r.timings.get("warm_s")),
              "-" if q is None else f"{q:.2f}"))
 
@@ -212,7 +212,8 @@ def _table(results: Sequence[CheckResult]) -> List[str]:
         return []
     width = min(60, max(len("check"), *(len(r.label) for r in results)))
     head = f"{'check':<{width}} {'verdict':<7} " + " ".join(
-        f"{SHORT[n]:<8}" for n in LAYERS) + f" {'cold s':>7} {'warm s':>7} {'warm/cold':>9}"
+        f"{layers.SHORT[n]:<8}" for n in layers.LAYERS) + \
+        f" {'cold s':>7} {'warm s':>7} {'warm/cold':>9}"
     lines = [head]
     for r in results:
         name = r.label if len(r.label) <= width else "…" + r.label[-(width - 1):]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
+from pytest_compilecache import layers
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.render import lines as tx
-from pytest_compilecache.layers import LAYERS, SHORT_MD
 from pytest_compilecache.model import OK_VERDICTS, CheckResult
 
 # https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-commands
@@ -96,9 +96,9 @@ def title(data: Dict[str, Any], results: Sequence[CheckResult]) -> List[str]:
 
 
 def table(results: Sequence[CheckResult], passing: bool = True) -> List[str]:
-    head = "| check | verdict | " + " | ".join(SHORT_MD[n] for n in LAYERS) + \
+    head = "| check | verdict | " + " | ".join(layers.SHORT_MD[n] for n in layers.LAYERS) + \
         " | cold s | warm s | warm/cold |"
-    lines = [head, "|" + "---|" * (len(LAYERS) + 5)]
+    lines = [head, "|" + "---|" * (len(layers.LAYERS) + 5)]
     for r in results:
         if not passing and r.verdict in OK_VERDICTS:
             continue

@@ -349,7 +349,7 @@ def _cut_ledger(rec: Dict[str, Any], needed: set) -> None:
 
 
 def differing(recs: Dict[str, Any]) -> set:
-    from pytest_compilecache.judge import keys
+    from pytest_compilecache.layers import keys
 
     names = set()
     for rec in recs.values():  # a shared turn beside the entries other variants wrote
