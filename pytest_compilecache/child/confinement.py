@@ -14,9 +14,9 @@ pass for cold. So, in the phase child:
   to "where is your cache" must lie inside the root, else the phase is an error that
   names the setting and where it pointed.
 
-The controller makes the phase's error of what the child found, and judges a phase
-that started on an empty root and still hit a cache layer (judge/confinement.py). No
-pytest; torch only through what the child has imported.
+What the child found becomes the phase's error in the controller, which also judges a
+phase that started on an empty root and still hit a cache layer (judge/confinement.py).
+No pytest; torch only through what the child has imported.
 """
 from __future__ import annotations
 
