@@ -135,3 +135,10 @@ def test_a_kernel_benchmarked_with_torchs_autotune_cache_off_is_a_miss_not_a_not
     assert stored_result(one) == NO_CACHE
     rec = {"why": {"k_off": CACHE_OFF, "k_one": NO_CACHE}}
     assert untunable(rec) == ["k_one"]  # only a kernel no cache could hold
+
+
+def test_the_judge_names_every_kind_the_spy_counts() -> None:
+    from pytest_compilecache.child.tuning import SPIES
+    from pytest_compilecache.judge.tuning import KINDS
+
+    assert list(KINDS) == list(SPIES)  # the record's kinds are the spy's
