@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from pytest_compilecache import jsonfile
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.render import lines as tx, report
+from pytest_compilecache.terms import ENV_FIELDS
 
 # 0: same keys (or done), 1: keys differ, 2: an error (bad arguments, a file that is
 # unreadable, malformed or of a newer schema): CI can tell drift from a broken artifact
@@ -126,7 +127,7 @@ def print_diff(base: Dict[str, Any], head: Dict[str, Any], nodeids: Optional[Seq
     benv, henv = base.get("environment") or {}, head.get("environment") or {}
     if benv and henv and benv != henv:
         print("note: different environments, so keys differ by design: " + ", ".join(
-            f"{k} {benv.get(k)} -> {henv.get(k)}" for k in mf.ENV_FIELDS if benv.get(k) != henv.get(k)))
+            f"{k} {benv.get(k)} -> {henv.get(k)}" for k in ENV_FIELDS if benv.get(k) != henv.get(k)))
     drifted = False
     for nodeid, cmp in cmps.items():
         print("\n".join(mf.drift_lines(nodeid, cmp)))

@@ -39,6 +39,8 @@ _REMOTE_OFF = (
     "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE", "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE",
     "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO",
 )
+# the private dirs the plugin sets per phase, in the order they are said
+DIR_SETTINGS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR")
 
 
 @dataclass(frozen=True)
@@ -218,3 +220,10 @@ def phase_env(base: Mapping[str, str], root: CacheRoot, threads: int, spec_path:
         except Exception:
             env["USER"] = f"uid{os.getuid()}"
     return env
+
+
+def private_settings(env: Mapping[str, str]) -> Dict[str, str]:
+    """The cache settings of a phase's environment that the child must keep
+    (child/confinement.reclaim): its dirs and, where the plugin turned them off, the
+    remote caches."""
+    return {k: env[k] for k in (*DIR_SETTINGS, *_REMOTE_OFF) if k in env}

@@ -17,6 +17,8 @@ import signal
 import sys
 from typing import Any, Optional
 
+from pytest_compilecache.proc import below, children
+
 _PR_SET_PDEATHSIG = 1
 # set by the preloaded launcher in a phase it forked: the process the phase dies with
 LAUNCHER_PID_ENV = "PYTEST_COMPILECACHE_LAUNCHER_PID"
@@ -77,9 +79,6 @@ def interrupt_on_sigterm(forward: bool = False) -> None:
 
 def signal_children(sig: int) -> None:
     """Send `sig` to every direct child of this process."""
-    # launch.descendants reads /proc; imported on use, not at every pytest start-up
-    from pytest_compilecache.launch.descendants import children
-
     for pid in children(os.getpid()):
         try:
             os.kill(pid, sig)
@@ -93,8 +92,6 @@ def deprioritize_descendants() -> int:
     be starting, and starved the phase's own comparisons (3-5 s instead of 0.5 on an
     H200). Workers forked later inherit the lower priority; nothing is stopped.
     Returns how many processes were reniced."""
-    from pytest_compilecache.launch.descendants import below
-
     done = 0
     for pid in below(os.getpid()):
         try:

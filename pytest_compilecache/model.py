@@ -249,7 +249,7 @@ class LayerConfig(Wire):
 
 @dataclass
 class TuningRecord(Wire):
-    """What the tuning spy (judge/tuning.py) saw: kind -> kernels or ops really tuned."""
+    """What the tuning spy (child/tuning.py) saw: kind -> kernels or ops really tuned."""
     seen: Dict[str, List[str]] = field(default_factory=dict)
     why: Dict[str, str] = field(default_factory=dict)        # kernel -> its stored result
     watched: Dict[str, str] = field(default_factory=dict)    # kind -> the method wrapped

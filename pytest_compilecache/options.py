@@ -78,7 +78,7 @@ def parse_layers(value: str) -> Tuple[str, ...]:
 
 
 def parse_gpus(value: str) -> str:
-    from pytest_compilecache.controller.gpus import parse_gpus as parse
+    from pytest_compilecache.gpulist import parse_gpus as parse
 
     try:
         parse(value)

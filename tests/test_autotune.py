@@ -125,11 +125,20 @@ def test_a_torch_without_a_spy_leaves_that_kind_unjudged_and_says_so() -> None:
 def test_a_kernel_benchmarked_with_torchs_autotune_cache_off_is_a_miss_not_a_note() -> None:
     from types import SimpleNamespace
 
-    from pytest_compilecache.judge import tuning
+    from pytest_compilecache.child.tuning import stored_result
+    from pytest_compilecache.judge.tuning import untunable
+    from pytest_compilecache.terms import CACHE_OFF, NO_CACHE
 
     off = SimpleNamespace(save_cache_hook=None, inductor_meta={"autotune_local_cache": False})
     one = SimpleNamespace(save_cache_hook=None, inductor_meta={})
-    assert tuning.stored_result(off) == tuning.CACHE_OFF
-    assert tuning.stored_result(one) == tuning.NO_CACHE
-    rec = {"why": {"k_off": tuning.CACHE_OFF, "k_one": tuning.NO_CACHE}}
-    assert tuning.untunable(rec) == ["k_one"]  # only a kernel no cache could hold
+    assert stored_result(off) == CACHE_OFF
+    assert stored_result(one) == NO_CACHE
+    rec = {"why": {"k_off": CACHE_OFF, "k_one": NO_CACHE}}
+    assert untunable(rec) == ["k_one"]  # only a kernel no cache could hold
+
+
+def test_the_judge_names_every_kind_the_spy_counts() -> None:
+    from pytest_compilecache.child.tuning import SPIES
+    from pytest_compilecache.judge.tuning import KINDS
+
+    assert list(KINDS) == list(SPIES)  # the record's kinds are the spy's

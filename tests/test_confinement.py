@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pytest_compilecache.child import confinement
 from pytest_compilecache.controller import diskspace
+from pytest_compilecache.judge.confinement import foreign_hits, not_cold
 from pytest_compilecache.render import report
 from pytest_compilecache.isolation import CacheRoot, unsafe_parent
 
@@ -26,7 +27,7 @@ def test_a_hit_on_an_entry_the_phase_wrote_itself_is_not_foreign() -> None:
                                         "aot_autograd": [], "pgo": {"read": 0, "written": 1}},
                                 "1/0": {"fx_graph": [_entry("fabc", "hit")],
                                         "aot_autograd": [], "pgo": {"read": 0, "written": 0}}}}}
-    assert confinement.foreign_hits(rec) == []
+    assert foreign_hits(rec) == []
 
 
 def test_a_hit_on_an_entry_from_elsewhere_and_a_read_profile_are_foreign() -> None:
@@ -34,11 +35,11 @@ def test_a_hit_on_an_entry_from_elsewhere_and_a_read_profile_are_foreign() -> No
                                         "aot_autograd": [_entry("ateam", "hit")],
                                         "pgo": {"read": 1, "written": 0}}},
                      "dynamo": {"resets": 0}}}
-    found = confinement.foreign_hits(rec)
+    found = foreign_hits(rec)
     assert found == ["fx_graph hit 1 entr(ies) this process never wrote: fteam",
                      "aot_autograd hit 1 entr(ies) this process never wrote: ateam",
                      "dynamo_pgo read 1 profile(s) before writing any"]
-    assert confinement.not_cold(found).startswith("was not cold: it began on an empty private")
+    assert not_cold(found).startswith("was not cold: it began on an empty private")
 
 
 def test_reclaim_puts_back_what_the_tests_code_changed() -> None:

@@ -1,5 +1,6 @@
 """Manifest comparison semantics (pure; the sessions in test_drift.py produce real ones)."""
 from pytest_compilecache.history import manifest as mf
+from pytest_compilecache.terms import environment
 
 
 def entry(**graphs):
@@ -54,8 +55,8 @@ def test_a_graph_that_appears_is_drift_not_acceptable_by_pattern():
 
 
 def test_environment_id_is_readable_and_distinguishes_gpus():
-    a = mf.environment({"torch": "2.11.0+cu130", "python": "3.12.3", "cuda": "13.0", "triton": "3.6.0"},
-                       "cuda", "NVIDIA H200")
+    a = environment({"torch": "2.11.0+cu130", "python": "3.12.3", "cuda": "13.0", "triton": "3.6.0"},
+                    "cuda", "NVIDIA H200")
     b = dict(a, device_name="NVIDIA H100")
     assert mf.environment_id(a).startswith("torch2.11.0+cu130-NVIDIA_H200-py3.12.3-")
     assert mf.environment_id(a) != mf.environment_id(b)

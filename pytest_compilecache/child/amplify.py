@@ -23,8 +23,8 @@ import re
 from typing import AbstractSet, Any, Dict, Iterator, Optional
 
 from pytest_compilecache.child.compare import (FLOOR_REL, HALF_ROUNDOFF, HALF_TOLERANCE,
-                                               USABLE_REL, Outputs, multiplier,
-                                               on_compare_device, rms)
+                                               Outputs, multiplier, on_compare_device, rms)
+from pytest_compilecache.terms import USABLE_REL
 
 # A later value may be this many times the spread the perturbed run shows. The noise
 # injected is the size of each call's forward rounding; the rounding of its backward

@@ -18,6 +18,8 @@ import math
 import re
 from typing import Any, Collection, Dict, Iterator, List, Optional, Tuple
 
+from pytest_compilecache.terms import USABLE_REL
+
 Outputs = Dict[str, Any]  # name -> cpu tensor
 
 # Below this many elements noise dominates an RMSE; torch's `same` uses 3 there too.
@@ -26,12 +28,6 @@ SMALL_NUMEL = 1000
 # of the values' size is arithmetic noise whatever eager's own error (torch's rule
 # has an absolute tol/10 instead, which is the whole budget of a small gradient).
 FLOOR_REL = 1e-4
-# A float64 run that eager misses by more than this (RMS, relative) computed something
-# else (other dropout masks, an op that diverges, weights left uninitialised): it is no
-# reference for that tensor. Unrelated values miss by ~100%; TF32 noise through
-# BatchNorm backward reached 14% on resnet18's early gradients (H100, torch 2.11), so
-# the cut sits between, 3.5x above the noise measured.
-USABLE_REL = 0.5
 # PyTorch's own TF32 test precision (common_cuda.tf32_on_and_off(0.005)): with TF32 the
 # compute dtype of float32 convs/matmuls has a 10-bit mantissa.
 TF32_TOLERANCE = {"atol": 5e-3, "rtol": 5e-3}

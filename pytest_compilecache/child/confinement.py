@@ -14,32 +14,18 @@ pass for cold. So, in the phase child:
   to "where is your cache" must lie inside the root, else the phase is an error that
   names the setting and where it pointed.
 
-In the controller, a phase that started on an empty root and still hit a cache layer
-is a finding too, whatever moved it (`foreign_hits`). No pytest; torch only through
-what the child has imported.
+What the child found becomes the phase's error in the controller, which also judges a
+phase that started on an empty root and still hit a cache layer (judge/confinement.py).
+No pytest; torch only through what the child has imported.
 """
 from __future__ import annotations
 
 import os
 import sys
 import tempfile
-from typing import Any, Dict, List, Mapping, MutableMapping, Tuple
+from typing import Dict, List, Mapping, MutableMapping, Tuple
 
-# what the plugin sets per phase, in the order it is said
-DIR_SETTINGS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR")
-REMOTE_SETTINGS = (
-    "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE", "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE",
-    "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE", "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE",
-    "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO",
-)
-FIX = ("to share a cache in your own runs and keep the check's private one, set it with "
-       "os.environ.setdefault(...) (the check sets it first)")
-
-
-def private_settings(env: Mapping[str, str]) -> Dict[str, str]:
-    """The cache settings of a phase's environment that the child must keep: its dirs
-    and, where the plugin turned them off, the remote caches."""
-    return {k: env[k] for k in (*DIR_SETTINGS, *REMOTE_SETTINGS) if k in env}
+from pytest_compilecache.terms import PRIVATE_FIX
 
 
 def reclaim(expected: Mapping[str, str], environ: MutableMapping[str, str] = os.environ
@@ -60,7 +46,7 @@ def reclaim(expected: Mapping[str, str], environ: MutableMapping[str, str] = os.
     cleared = " (the environment was cleared?)" if any(c.endswith("removed") for c in changed) \
         else ""
     return [f"the test's code changed the check's private cache settings{cleared}: "
-            + ", ".join(changed) + f"; the check put its own back for the workload ({FIX})"]
+            + ", ".join(changed) + f"; the check put its own back for the workload ({PRIVATE_FIX})"]
 
 
 def _inside(path: str, root: str) -> bool:
@@ -122,38 +108,3 @@ def escapes(root: str, expected: Mapping[str, str], when: str) -> List[Tuple[str
         out.append((label, f"{what} at {path}, outside the check's private root {root}, {when}: "
                    f"{how}"))
     return out
-
-
-def foreign_hits(rec: Dict[str, Any]) -> List[str]:
-    """A phase that started on an empty root hit these: FX/AOTAutograd entries it did
-    not write itself earlier in the phase, a PGO profile read before it wrote any."""
-    cache = rec.get("cache") or {}
-    graphs = cache.get("graphs") or {}
-    out = []
-    for layer in ("fx_graph", "aot_autograd"):
-        written = {e.get("key") for g in graphs.values() for e in g.get(layer) or []
-                   if e.get("state") == "miss"}
-        foreign = sorted({str(e.get("key")) for g in graphs.values() for e in g.get(layer) or []
-                          if e.get("state") == "hit" and e.get("key") not in written})
-        if foreign:
-            out.append(f"{layer} hit {len(foreign)} entr(ies) this process never wrote: "
-                       + ", ".join(k[:16] for k in foreign[:3]))
-    resets = (cache.get("dynamo") or {}).get("resets") or 0
-    read = sum((g.get("pgo") or {}).get("read", 0) for g in graphs.values())
-    if read and not resets:
-        out.append(f"dynamo_pgo read {read} profile(s) before writing any")
-    return out
-
-
-def not_cold(hits: List[str]) -> str:
-    """The error of a phase that began on an empty cache root and hit a layer."""
-    return ("was not cold: it began on an empty private cache root and still loaded cache "
-            "entries (" + "; ".join(hits) + "): its caches were not private (a setting the "
-            "test's code changed: a cache dir, a remote cache turned on in code), so this "
-            "check cannot tell a cold start from a warm one")
-
-
-def escaped(lines: List[str]) -> str:
-    """The error of a phase whose caches were outside its root."""
-    return ("kept its caches outside the check's private root, so its cold and warm runs "
-            "were not the check's own: " + "; ".join(lines) + f"; {FIX}")

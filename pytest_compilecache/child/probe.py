@@ -19,7 +19,7 @@ from pytest_compilecache.child.settings import SwitchWatch
 from pytest_compilecache.child.tracelog import (AOT_LOGGER, DYNAMO_LOGGER, TRACE_LOGGER,
                                                 AotDebugHandler, LimitHandler, TraceHandler,
                                                 parse_components)
-from pytest_compilecache.judge.tuning import TuningSpy
+from pytest_compilecache.child.tuning import TuningSpy
 
 PTXAS_ENV = "TRITON_PTXAS_PATH"
 COUNTER_GROUPS = ("aot_autograd", "inductor", "dynamo_cache", "stats", "frames")

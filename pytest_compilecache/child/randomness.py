@@ -23,7 +23,6 @@ PROBE_SEED = 987654321
 # two runs with the same seed (nondeterministic kernels), and not close under
 # assert_close's defaults
 ABOVE_NOISE = 10.0
-WHY = "they change with the random seed (dropout, stochastic depth, random noise)"
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ import functools
 import sys
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
+from pytest_compilecache import terms
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.child.compare import Outputs
 
@@ -59,11 +60,9 @@ def environment(requested_device: str) -> Dict[str, Any]:
     """The manifest environment of this interpreter, as a check child records it."""
     import torch
 
-    from pytest_compilecache.history.manifest import environment as env_of
-
     device = resolve_device(requested_device)
     name = torch.cuda.get_device_name() if device == "cuda" else None
-    return env_of(versions(), device, name)
+    return terms.environment(versions(), device, name)
 
 
 def flatten(prefix: str, value: Any, out: Outputs) -> None:

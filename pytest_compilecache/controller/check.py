@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
 
 from pytest_compilecache import files as fs
-from pytest_compilecache.child import confinement
 from pytest_compilecache.controller import diskspace
 from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.keyhistory import KeyHistory
 from pytest_compilecache.controller.limits import PhaseLimit
 from pytest_compilecache.controller.outcome import blame_full_disk, phase_outcome
 from pytest_compilecache.history import manifest as mf
-from pytest_compilecache.judge import accepted
-from pytest_compilecache.isolation import (CacheRoot, phase_env, resolve_job_id,
-                                           share_precompiled_headers)
+from pytest_compilecache.isolation import (CacheRoot, phase_env, private_settings,
+                                           resolve_job_id, share_precompiled_headers)
+from pytest_compilecache.judge import accepted, confinement
 from pytest_compilecache.model import (OK_VERDICTS, WIRE_VERSION, CheckResult, PhaseSpec,
                                        error_result)
 from pytest_compilecache.settings import Settings
@@ -324,8 +323,8 @@ class CheckRun:
         elif cwd is not None:  # `python -m pytest` had the invocation dir on sys.path
             env["PYTHONPATH"] = os.pathsep.join(
                 [str(invocation)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        # what the child keeps private whatever the test's code does (confinement.py)
-        spec["root"], spec["private"] = str(root.path), confinement.private_settings(env)
+        # what the child keeps private whatever the test's code does (child/confinement.py)
+        spec["root"], spec["private"] = str(root.path), private_settings(env)
         spec_path.write_text(json.dumps(spec))
         try:
             self.session.timeline.mark(f"{phase} asked")

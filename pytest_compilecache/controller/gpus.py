@@ -50,17 +50,6 @@ def visible_gpus(env: Optional[Dict[str, str]] = None) -> List[str]:
     return []
 
 
-def parse_gpus(value: str) -> Optional[List[str]]:
-    """'auto' -> None (discover), else an explicit comma list of device ids."""
-    v = value.strip()
-    if v in ("", "auto"):
-        return None
-    ids = [x.strip() for x in v.split(",") if x.strip()]
-    if not ids:
-        raise ValueError(f"{value!r} names no GPU; use auto or a list such as 0,1,3")
-    return ids
-
-
 @dataclass(frozen=True)
 class Slot:
     device: str          # a GPU id, or "cpu"

@@ -15,6 +15,7 @@ from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import DEFAULT_TIMEOUT_S
 from pytest_compilecache.settings import Settings
+from pytest_compilecache.terms import environment
 
 
 class KeyHistory:
@@ -125,7 +126,7 @@ class KeyHistory:
         r = next((r for r in results if r.versions), None)
         if r is None:
             return []
-        env = mf.environment(r.versions, r.device, r.device_name)
+        env = environment(r.versions, r.device, r.device_name)
         base = ManifestStore(self.store_path).load(mf.environment_id(env), sha) or {}
         ran = {x.nodeid for x in results}
         return sorted(n for n in base.get("checks", {}) if n.split("::")[0] in collected_files

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from pytest_compilecache import jsonfile
-from pytest_compilecache.child import confinement
 from pytest_compilecache.controller import diskspace
 from pytest_compilecache.isolation import CacheRoot
+from pytest_compilecache.judge import confinement
 from pytest_compilecache.model import OK_VERDICTS, CheckResult, error_result
 
 # how running out of memory reads in a phase's error (Python, torch's CPU allocator, CUDA)

@@ -183,11 +183,12 @@ class CompileCacheSession:
     def slot_pool(self) -> Any:
         if self._pool is None:
             from pytest_compilecache.controller import gpus
+            from pytest_compilecache.gpulist import parse_gpus
 
             s = self.settings
             devices: List[str] = []
             if s.device != "cpu":
-                devices = gpus.parse_gpus(s.gpus) or gpus.visible_gpus()
+                devices = parse_gpus(s.gpus) or gpus.visible_gpus()
             slots = (gpus.slots_for(devices, s.jobs_per_gpu) if devices
                      else gpus.cpu_slots(os.cpu_count() or 1, s.threads))
             self._pool = gpus.SlotPool(Path(self.lock_path or gpus.session_lock_dir(s.lock_dir)),

@@ -28,20 +28,12 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from pytest_compilecache.layers import keys
 from pytest_compilecache.layers import KEYED
+from pytest_compilecache.terms import ENV_FIELDS, environment
 
 SCHEMA = "pytest-compilecache/manifest"
 # 2: rows keep their components' digest, the store the components (history/blobs.py);
 # version 1 manifests, with every component inline, are still read
 SCHEMA_VERSION = 2
-ENV_FIELDS = ("torch", "triton", "cuda", "python", "device", "device_name")
-
-
-def environment(versions: Dict[str, Any], device: Optional[str], device_name: Optional[str]
-                ) -> Dict[str, Any]:
-    """What a manifest is only comparable within (GPU name, CUDA, Triton are key parts)."""
-    env = {k: versions.get(k) for k in ("torch", "triton", "cuda", "python")}
-    env.update(device=device, device_name=device_name)
-    return env
 
 
 def environment_of(rec: Dict[str, Any]) -> Dict[str, Any]:

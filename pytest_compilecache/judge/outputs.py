@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
-from pytest_compilecache.child.compare import USABLE_REL
 from pytest_compilecache.layers import KEYED
 from pytest_compilecache.model import (CheckResult, ColdComparison, EagerComparison,
                                        Mismatch, PhaseRecord)
+from pytest_compilecache.terms import USABLE_REL
 
+# why the tensors child/randomness.py finds cannot be compared with eager
+WHY_RANDOM = "they change with the random seed (dropout, stochastic depth, random noise)"
 # the generators whose states a phase records at each compiled call (child/replay.py)
 GENERATORS = {"torch": "torch's CPU generator", "cuda": "torch's CUDA generators",
               "random": "Python's random", "numpy": "numpy's global generator",
@@ -236,8 +238,6 @@ def _random(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord,
     """Say which tensors eager cannot judge because they change with the random seed,
     and what gates them instead: cold, or where cold was another commit's code (the
     deploy scenario), a fresh compile of this commit's."""
-    from pytest_compilecache.child.randomness import WHY
-
     for rec in (warm, cold):
         if rec.random_note:
             note(res, rec.random_note)
@@ -252,7 +252,7 @@ def _random(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord,
                 "draw the same numbers" if warm.compare_cold is not None
                 else "nothing else gates them here")
         note(res, f"compiled vs eager: {len(names)} of {total} tensors "
-                  f"not comparable: {WHY}: {', '.join(names[:4])}"
+                  f"not comparable: {WHY_RANDOM}: {', '.join(names[:4])}"
                   + (f" (+{len(names) - 4} more)" if len(names) > 4 else "") + f"; {gate}")
 
 

@@ -22,15 +22,11 @@ import os
 import signal
 import sys
 import time
-from typing import Collection, Dict, List, NamedTuple, Optional
+from typing import Collection, Dict, List, Optional
+
+from pytest_compilecache.proc import below, children, describe, kids_of, subtrees, table
 
 _PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
-
-
-class _Proc(NamedTuple):
-    ppid: int
-    pgid: int
-    state: str
 
 
 def _prctl(option: int, arg: object) -> Optional[int]:
@@ -57,65 +53,6 @@ def subreaper(on: bool) -> bool:
     return _prctl(_PR_SET_CHILD_SUBREAPER, int(on)) == 0
 
 
-def _table() -> Dict[int, _Proc]:
-    """Every process: ppid, process group, state (Linux /proc; empty elsewhere)."""
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return {}
-    out = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[pid] = _Proc(int(fields[1]), int(fields[2]), fields[0])
-        except (OSError, ValueError, IndexError):
-            continue
-    return out
-
-
-def children(pid: int) -> List[int]:
-    return [p for p, info in _table().items() if info.ppid == pid]
-
-
-def _kids_of(table: Dict[int, _Proc]) -> Dict[int, List[int]]:
-    kids: Dict[int, List[int]] = {}
-    for pid, info in table.items():
-        kids.setdefault(info.ppid, []).append(pid)
-    return kids
-
-
-def _subtrees(roots: List[int], kids: Dict[int, List[int]]) -> List[int]:
-    """`roots` and every process below them."""
-    found, todo = [], list(roots)
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += kids.get(pid, [])
-    return found
-
-
-def below(pid: int) -> List[int]:
-    """Every process below `pid`, as one read of /proc found them."""
-    kids = _kids_of(_table())
-    return _subtrees(kids.get(pid, []), kids)
-
-
-def describe(pid: int, width: int = 60) -> str:
-    """`sleep 600 (pid 1234)`: the command line, shortened."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read().rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
-        if not cmd:
-            with open(f"/proc/{pid}/comm") as f:
-                cmd = f"[{f.read().strip()}]"
-    except OSError:
-        cmd = "?"
-    if len(cmd) > width:
-        cmd = cmd[:width - 3] + "..."
-    return f"{cmd} (pid {pid})"
-
-
 def end_below(me: int, group: int, before: Collection[int] = (),
               timeout: float = 5.0) -> List[str]:
     """Kill and reap every process below `me` but the subtrees of `before` (its children
@@ -124,14 +61,14 @@ def end_below(me: int, group: int, before: Collection[int] = (),
     said: Dict[int, str] = {}
     end_at = time.monotonic() + timeout
     while True:
-        table = _table()
-        kids = _kids_of(table)
+        procs = table()
+        kids = kids_of(procs)
         roots = [p for p in kids.get(me, []) if p not in before]
-        found = _subtrees(roots, kids)
+        found = subtrees(roots, kids)
         for pid in found:
-            if table[pid].state == "Z":
+            if procs[pid].state == "Z":
                 continue
-            if table[pid].pgid != group and pid not in said:
+            if procs[pid].pgid != group and pid not in said:
                 said[pid] = describe(pid)
             try:
                 os.kill(pid, signal.SIGKILL)

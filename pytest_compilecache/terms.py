@@ -1,0 +1,47 @@
+"""What both sides of a phase say alike: values the child writes into its record and the
+controller reads back out of it, and words both of them print. Each side imports them
+from here, neither from the other. Pure: no pytest, no torch, nothing of the package.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+# -- the environment a manifest is only comparable within ------------------------------
+# (the child computes it, child/workload.environment; history/manifest.py files by it)
+ENV_FIELDS = ("torch", "triton", "cuda", "python", "device", "device_name")
+
+
+def environment(versions: Dict[str, Any], device: Optional[str], device_name: Optional[str]
+                ) -> Dict[str, Any]:
+    """What a manifest is only comparable within (GPU name, CUDA, Triton are key parts)."""
+    env = {k: versions.get(k) for k in ("torch", "triton", "cuda", "python")}
+    env.update(device=device, device_name=device_name)
+    return env
+
+
+# -- the float64 reference (child/compare.py applies it, judge/outputs.py names it) ----
+# A float64 run that eager misses by more than this (RMS, relative) computed something
+# else (other dropout masks, an op that diverges, weights left uninitialised): it is no
+# reference for that tensor. Unrelated values miss by ~100%; TF32 noise through
+# BatchNorm backward reached 14% on resnet18's early gradients (H100, torch 2.11), so
+# the cut sits between, 3.5x above the noise measured.
+USABLE_REL = 0.5
+
+# -- what a kernel's stored tuning result (`.best_config`) held when it was tuned anyway:
+# `TuningRecord.why`, written by the child's spy (child/tuning.stored_result), read by the
+# judge (judge/tuning.py)
+NO_CACHE = ("torch keeps no tuning result for it (it had one config when compiled, so no "
+            "autotune cache; more were added at launch): it is tuned at every start")
+CACHE_OFF = ("torch's autotune cache is off (torch._inductor.config.autotune_local_cache = "
+             "False, or force_disable_caches), so no result is kept")
+NOT_STORED = "no tuning result stored for it"
+OTHER_LIST = "its stored result is for another list of configs"
+NOT_RELOADED = ("its stored result names a config outside the kernel's list, which this "
+                "torch does not reload (found by coordinate descent or register-spill "
+                "RBLOCK scaling)")
+IGNORED = "its stored result was there and matched; torch benchmarked anyway"
+
+# -- the private cache root: the fix the child's note (child/confinement.reclaim) and the
+# controller's error (judge/confinement.escaped) give where the test's code moved a setting
+PRIVATE_FIX = ("to share a cache in your own runs and keep the check's private one, set it "
+               "with os.environ.setdefault(...) (the check sets it first)")
