@@ -29,7 +29,7 @@ USABLE_REL = 0.5
 
 # -- what a kernel's stored tuning result (`.best_config`) held when it was tuned anyway:
 # `TuningRecord.why`, written by the child's spy (child/tuning.stored_result), read by the
-# judge (judge/tuning.py)
+# judge (layers/tuning.py)
 NO_CACHE = ("torch keeps no tuning result for it (it had one config when compiled, so no "
             "autotune cache; more were added at launch): it is tuned at every start")
 CACHE_OFF = ("torch's autotune cache is off (torch._inductor.config.autotune_local_cache = "

@@ -126,7 +126,7 @@ def test_a_kernel_benchmarked_with_torchs_autotune_cache_off_is_a_miss_not_a_not
     from types import SimpleNamespace
 
     from pytest_compilecache.child.tuning import stored_result
-    from pytest_compilecache.judge.tuning import untunable
+    from pytest_compilecache.layers.tuning import untunable
     from pytest_compilecache.terms import CACHE_OFF, NO_CACHE
 
     off = SimpleNamespace(save_cache_hook=None, inductor_meta={"autotune_local_cache": False})
@@ -139,6 +139,6 @@ def test_a_kernel_benchmarked_with_torchs_autotune_cache_off_is_a_miss_not_a_not
 
 def test_the_judge_names_every_kind_the_spy_counts() -> None:
     from pytest_compilecache.child.tuning import SPIES
-    from pytest_compilecache.judge.tuning import KINDS
+    from pytest_compilecache.layers.tuning import KINDS
 
     assert list(KINDS) == list(SPIES)  # the record's kinds are the spy's

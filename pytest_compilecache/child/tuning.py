@@ -21,7 +21,7 @@ with one config at compile time gets none, so torch tunes it at every start: not
 miss).
 
 Each spy is feature-detected: a torch without the method has that kind unobserved, and
-the record says so; judge/tuning.py reads the record. Runs in the child; torch imported
+the record says so; layers/tuning.py reads the record. Runs in the child; torch imported
 lazily; no pytest.
 """
 from __future__ import annotations

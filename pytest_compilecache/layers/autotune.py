@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from pytest_compilecache.judge import tuning
+from pytest_compilecache.layers import tuning
 from pytest_compilecache.layers.base import CacheLayer, LayerInputs, Switch, TorchConfigs
 from pytest_compilecache.model import CacheRecord, LayerVerdict
 
