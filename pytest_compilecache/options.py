@@ -67,8 +67,7 @@ def parse_patterns(value: str) -> Tuple[str, ...]:
 
 def parse_layers(value: str) -> Tuple[str, ...]:
     """Comma-separated cache layers (--compile-cache-accept)."""
-    from pytest_compilecache.judge.accepted import unknown_layers
-    from pytest_compilecache.layers import LAYERS
+    from pytest_compilecache.layers import LAYERS, unknown_layers
 
     names = parse_patterns(value)
     wrong = unknown_layers(names, LAYERS)

@@ -15,18 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence
 
+from pytest_compilecache.layers import unknown_layers
 from pytest_compilecache.model import CheckResult
 
 ACCEPTABLE = ("miss", "bypass")  # an `off` set in code is a switch to remove, not a cost
-
-
-def unknown_layers(names: Sequence[str], known: Sequence[str]) -> Optional[str]:
-    """What is wrong with a list of layers to accept, or None."""
-    wrong = [n for n in names if n not in known]
-    if not wrong:
-        return None
-    return (f"{', '.join(map(repr, wrong))}: not a cache layer (the layers are "
-            f"{', '.join(known)})")
 
 
 def marker_problem(args: Sequence[object], kwargs: Mapping[str, object],

@@ -7,7 +7,7 @@ by value at import: `register` rebinds them.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.layers.aot_autograd import AOTAutograd
 from pytest_compilecache.layers.autotune import Autotune
@@ -72,5 +72,14 @@ def by_layer(paths: Iterable[str]) -> Dict[str, List[str]]:
     return out
 
 
+def unknown_layers(names: Sequence[str], known: Sequence[str]) -> Optional[str]:
+    """What is wrong with a list of layers to accept, or None."""
+    wrong = [n for n in names if n not in known]
+    if not wrong:
+        return None
+    return (f"{', '.join(map(repr, wrong))}: not a cache layer (the layers are "
+            f"{', '.join(known)})")
+
+
 __all__ = ["REGISTRY", "LAYERS", "KEYED", "SHORT", "SHORT_MD", "CacheLayer", "LayerInputs",
-           "layer_of", "by_layer", "register", "use"]
+           "layer_of", "by_layer", "register", "use", "unknown_layers"]
