@@ -271,7 +271,7 @@ def test_a_phase_whose_workload_raised_is_an_error_with_the_exception(harness: H
 
 
 def test_a_phase_whose_caches_escaped_its_root_is_an_error(harness: Harness) -> None:
-    from pytest_compilecache.child import confinement
+    from pytest_compilecache.judge import confinement
 
     warm = load_record("pass_mlp")["recs"]["warm"]
     escaped = ["TORCHINDUCTOR_CACHE_DIR was set to /elsewhere by the test's code"]
