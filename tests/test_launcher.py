@@ -205,6 +205,7 @@ def _fork_one_phase(tmp_path: Path, env: Dict[str, str], preload: Sequence[str] 
     """`pytest test_x.py` in `tmp_path` as one phase of a preloaded launcher (closed
     after), which must fork it and see it pass."""
     launcher = PreloadedLauncher(state)
+    launcher.LANES = 1  # one phase: a second interpreter would import torch for nothing
     launcher.preload(preload)
     try:
         got = launcher.run(["-m", "pytest", "-p", "no:cacheprovider", "test_x.py"], env,
