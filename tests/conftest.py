@@ -23,7 +23,7 @@ if not os.environ.get("PYTEST_XDIST_WORKER"):
     atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
 # The slow lane's modules, longest first (CI time, issue 39). `.ci/run` runs the lane
-# with `--dist loadfile --loadscope-no-reorder`: xdist hands each free worker the next
+# with `--dist loadfile --no-loadscope-reorder`: xdist hands each free worker the next
 # module in collection order, and without this order (xdist's own puts the modules with
 # the most tests first) a long module of one or two tests (a tuning session, a hang's
 # timeout) could start last while the other workers sit idle. The order of the rest,
