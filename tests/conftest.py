@@ -22,6 +22,26 @@ if not os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="compilecache-tests-xdg-")
     atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
+# The slow lane's modules, longest first (CI time, issue 39). `.ci/run` runs the lane
+# with `--dist loadfile --no-loadscope-reorder`: xdist hands each free worker the next
+# module in collection order, and without this order (xdist's own puts the modules with
+# the most tests first) a long module of one or two tests (a tuning session, a hang's
+# timeout) could start last while the other workers sit idle. The order of the rest,
+# and of the tests within a module, is left as collected.
+LONGEST_FIRST = (
+    "test_drift.py", "test_deploy.py", "test_false_hits.py", "test_paths.py",
+    "test_hostile.py", "test_user_training.py", "test_checks_hit.py", "test_user_programs.py",
+    "test_recompiles.py", "test_launcher.py", "test_autotune.py", "test_pgo.py",
+    "test_faults.py", "test_remote.py", "test_plugin.py", "test_session_ends.py",
+    "test_checks_miss.py", "test_hostile_phases.py", "test_shard.py", "test_random.py",
+)
+
+
+def pytest_collection_modifyitems(config: Any, items: list) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 # One tiny model module shared by the model repos the tests build.
 MODELS = '''
 import torch

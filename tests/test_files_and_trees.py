@@ -62,8 +62,11 @@ def repo_with_check(path: Path) -> Path:
 def session(repo: Path, *args: str, env: Optional[Dict[str, str]] = None,
             wait: bool = True) -> Any:
     base = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "WAIT_FOR")}
+    # a phase per fresh interpreter: these sessions end before their check or run one, so
+    # the preloaded launcher's two interpreters (torch imported in each) would save nothing
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
-           "--compile-cache-check", f"--compile-cache-root={repo.parent / 'roots'}", *args]
+           "--compile-cache-check", f"--compile-cache-root={repo.parent / 'roots'}",
+           "--compile-cache-launcher=fresh", *args]
     (repo.parent / "roots").mkdir(mode=0o700, exist_ok=True)
     if not wait:
         return subprocess.Popen(cmd, cwd=repo, env={**base, **(env or {})},

@@ -44,8 +44,11 @@ def test_a_huge_report_is_cut_to_the_budget_in_order_and_stays_well_formed() -> 
     fail = next(c for c in data["checks"] if c["verdict"] == "fail")
     ok = next(c for c in data["checks"] if c["verdict"] == "pass")
     fail["problems"] = ["outputs: " + "x" * 300] * 50  # long why text
-    data["checks"] = [dict(copy.deepcopy(ok), nodeid=f"t.py::test_ok[{i}]") for i in range(3000)]
-    data["checks"] += [dict(copy.deepcopy(fail), nodeid=f"t.py::test_bad[{i}]") for i in range(3000)]
+    # copies through JSON (a report is JSON): several times faster than copy.deepcopy
+    ok_json, fail_json = json.dumps(ok), json.dumps(fail)
+    data["checks"] = [dict(json.loads(ok_json), nodeid=f"t.py::test_ok[{i}]") for i in range(3000)]
+    data["checks"] += [dict(json.loads(fail_json), nodeid=f"t.py::test_bad[{i}]")
+                       for i in range(3000)]
     text = markdown.render(data)
     assert len(text.encode()) <= markdown.SUMMARY_BUDGET_BYTES
     assert "test_ok[" not in text  # the passing rows went first

@@ -23,15 +23,15 @@ import os
 import pytest
 import torch
 
-from models import MLP, Scaled
+from models import Scaled
 from pytest_compilecache import ModelCase
 
 TEAM = os.path.join(os.path.dirname(__file__), "team-cache")
 
 
 @pytest.fixture
-def mlp():
-    return ModelCase(MLP(), example_inputs=(torch.randn(4, 16),))
+def mlp():  # one addmm, no C++ kernel: the cheapest real compile; the caches' places are checked
+    return ModelCase(torch.nn.Linear(16, 4), example_inputs=(torch.randn(4, 16),))
 
 
 @pytest.mark.compile_cache
@@ -57,7 +57,7 @@ def test_fx_write_failed(compile_cache):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
         FxGraphCache._write_to_local_cache = staticmethod(full)
-    model = torch.compile(MLP())
+    model = torch.compile(torch.nn.Linear(16, 4))
     compile_cache.record("out", model(torch.ones(2, 16)))
 
 
@@ -219,9 +219,16 @@ def test_mlp(mlp):
 '''
 
 
+# where the disk filled by FILL is what is checked, not a layer: one addmm, no generated
+# C++ kernel, the cheapest real compile (the full cache root needs ONE_CHECK's kernels)
+ONE_LINEAR = ONE_CHECK.replace("from models import MLP\n", "").replace(
+    "ModelCase(MLP(), ", "ModelCase(torch.nn.Linear(16, 4), ")
+assert "MLP" not in ONE_LINEAR.replace("def mlp", "")
+
+
 def test_a_full_store_and_report_disk_are_named_and_the_verdicts_kept(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "disk", "4m") as disk:
-        run = run_repo(tmp_path / "repo", {"test_one.py": ONE_CHECK, "conftest.py": FILL},
+        run = run_repo(tmp_path / "repo", {"test_one.py": ONE_LINEAR, "conftest.py": FILL},
                        f"--compile-cache-store={disk / 'store'}", env={"FULL_DISK": str(disk)})
     c = run.check("test_mlp")
     assert c["verdict"] == "error", run.out[-3000:]
@@ -234,7 +241,7 @@ def test_a_full_store_and_report_disk_are_named_and_the_verdicts_kept(tmp_path: 
 
 def test_a_full_report_disk_keeps_the_summary_and_names_the_path(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "disk", "2m") as disk:
-        run = run_repo(tmp_path / "repo", {"test_one.py": ONE_CHECK, "conftest.py": FILL},
+        run = run_repo(tmp_path / "repo", {"test_one.py": ONE_LINEAR, "conftest.py": FILL},
                        "--compile-cache-store=none", f"--compile-cache-report={disk}/r.json",
                        env={"FULL_DISK": str(disk)})
     assert run.ret == 1, run.out[-3000:]  # the check passed; a job must not go green without

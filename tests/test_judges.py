@@ -232,6 +232,10 @@ def test_a_stale_entry_is_caught_by_the_outputs_while_the_graphs_hit() -> None:
     assert "beyond the noise" in vs_cold
     [vs_eager] = [p for p in res.problems if p.startswith("outputs: warm compiled differs")]
     assert "from eager in 1 tensor(s); first output" in vs_eager
+    # (test_checks_miss.py's test_corrupt_entry_is_caught_by_outputs, which left the slow lane)
+    cmp = res.outputs["warm_vs_cold"]
+    assert cmp["ok"] is False and cmp["mismatches"][0]["name"] == "output"
+    assert cmp["mismatches"][0]["max_abs_diff"] > 0 and res.outputs["warm_vs_eager"]["ok"] is False
 
 
 def test_kernels_rebuilt_under_their_own_names_leave_no_new_file() -> None:
@@ -274,6 +278,10 @@ def test_dropout_passes_with_its_random_tensors_gated_warm_vs_cold() -> None:
     # outputs.random names all 4; the passing comparison keeps the 3 the seed moved least
     eager = res.outputs["warm_vs_eager"]
     assert eager["random_count"] == 4
+    # (test_random.py's test_dropout_training_passes_with_its_random_tensors_named, which
+    # left the slow lane) every tensor not random is judged against eager; warm drew as cold
+    assert eager["ok"] and eager["compared"] == eager["total"] - eager["random_count"]
+    assert res.outputs["warm_vs_cold"]["ok"] and not res.outputs["warm_vs_cold"]["mismatches"]
     assert [v["name"] for v in eager["random"]] == ["output", "grad.l1.bias", "grad.l2.weight"]
 
 
@@ -326,6 +334,16 @@ def test_a_job_id_from_the_environment_makes_pgo_hit() -> None:
     # cold wrote the profile after each of its two compiles; warm read it once, at start
     assert (pgo.state, pgo.cold, pgo.warm) == ("hit", "written 2", "read 1")
     assert res.job_id["warm"]["value"] == "scorer-v1"
+
+
+def test_variants_whose_key_carries_the_setting_miss_each_other() -> None:
+    """(test_false_hits.py's test of the same name, which left the slow lane)"""
+    res = _check("variants_keyed_miss")
+    assert res.verdict == "pass", res.problems
+    [note] = [n for n in res.notes if n.startswith("shared cache:")]
+    assert "loaded none of the entries the other variants wrote" in note, note
+    assert "differ in post_grad_custom_post_pass" in note, note
+    assert res.shared is not None and res.shared["loaded"] == [], res.shared
 
 
 def test_a_mega_cache_that_carries_everything_passes() -> None:

@@ -91,16 +91,21 @@ def test_phases_fork_and_give_the_verdicts_of_fresh_interpreters(runs) -> None:
 @pytest.mark.slow
 def test_each_forked_phase_reads_its_own_job_id(runs) -> None:
     """torch read TORCH_COMPILE_JOB_ID when the preloaded interpreter imported it (with
-    none); each phase reads its check's again: PGO hits across the restart."""
+    none); each phase reads its check's again: PGO hits across the restart, the check
+    passes, and the report says the job id was the plugin's."""
     pre = runs["preloaded"]
+    assert pre.report["settings"]["job_id"] == "per-check"
     ids = set()
     for name in ("test_a_training_step", "test_varying_batch"):
         c = pre.check(name)
         for phase in ("cold", "warm"):
             assert c["job_id"][phase]["source"] == "plugin (--compile-cache-job-id=per-check)"
+            assert c["job_id"][phase]["value"].startswith("compilecache-"), c["job_id"]
             ids.add(c["job_id"][phase]["value"])
     assert len(ids) == 2, ids  # one per check, the same in both of its phases
-    assert pre.check("test_varying_batch")["layers"]["dynamo_pgo"]["state"] == "hit"
+    c = pre.check("test_varying_batch")
+    assert c["verdict"] == "pass", pre.out[-3000:]
+    assert c["layers"]["dynamo_pgo"]["state"] == "hit"
 
 
 @pytest.mark.slow
@@ -200,6 +205,7 @@ def _fork_one_phase(tmp_path: Path, env: Dict[str, str], preload: Sequence[str] 
     """`pytest test_x.py` in `tmp_path` as one phase of a preloaded launcher (closed
     after), which must fork it and see it pass."""
     launcher = PreloadedLauncher(state)
+    launcher.LANES = 1  # one phase: a second interpreter would import torch for nothing
     launcher.preload(preload)
     try:
         got = launcher.run(["-m", "pytest", "-p", "no:cacheprovider", "test_x.py"], env,

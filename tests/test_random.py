@@ -89,30 +89,15 @@ def test_noise_in_a_compiled_body(compile_cache):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
+    # dropout (test_dropout_training) is judged on its real record (tests/test_judges.py,
+    # tests/test_orchestrator.py; tests/data/records/record.py records it from TESTS)
     return run_repo(tmp_path_factory.mktemp("repo_random"),
-                    {"random_models.py": MODELS, "test_random_models.py": TESTS})
+                    {"random_models.py": MODELS, "test_random_models.py": TESTS},
+                    "-k", "not test_dropout_training")
 
 
 def _random_note(c: dict) -> str:
     return next((n for n in c["notes"] if "not comparable" in n), "")
-
-
-def test_dropout_training_passes_with_its_random_tensors_named(run: RepoRun) -> None:
-    c = run.check("test_dropout_training")
-    assert c["verdict"] == "pass", run.out[-4000:]
-    random = set(c["outputs"]["random"])
-    # the output and every gradient before or through the mask change with the seed
-    assert "output" in random and "grad.l1.weight" in random, random
-    # l2's bias gradient is the projection loss's weights summed over the batch: no draw
-    # moves it, so eager still judges it, as every tensor that is not random
-    assert "grad.l2.bias" not in random
-    cmp = c["outputs"]["warm_vs_eager"]
-    assert cmp["ok"] and cmp["compared"] == cmp["total"] - len(random)
-    assert "change with the random seed" in _random_note(c)
-    assert f"of {cmp['total']} tensors not comparable" in _random_note(c)
-    # same seed, same compiled graph: warm draws what cold drew
-    assert c["outputs"]["warm_vs_cold"]["ok"] and not c["outputs"]["warm_vs_cold"]["mismatches"]
-    assert all(c["layers"][x]["state"] == "hit" for x in ("fx_graph", "aot_autograd"))
 
 
 def test_drop_path_training_passes_with_its_random_tensors_named(run: RepoRun) -> None:

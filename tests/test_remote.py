@@ -91,10 +91,26 @@ def users_server() -> Iterator[RedisServer]:
     server.close()
 
 
+# a second check of test_linear7's model, after it: its cold run finds on the user's
+# server the entries test_linear7 put there, as a later run of the same tests would
+AGAIN = '''
+
+@pytest.mark.compile_cache
+def test_linear7_again(linear7):
+    ...
+'''
+
+
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory, users_server: RedisServer) -> RepoRun:
+    """One session over the user's server: test_linear5, test_linear7 and its twin, then
+    test_linear6 shuts the server down, and test_linear8 runs after."""
+    tests = _tests(5, 7, 6, 8)
+    seven = "def test_linear7(linear7):\n    ...\n"
+    assert tests.count(seven) == 1
     return run_repo(tmp_path_factory.mktemp("repo_remote_users"),
-                    {"test_remote.py": _tests(5, 6, 8), "conftest.py": CONFTEST},
+                    {"test_remote.py": tests.replace(seven, seven + AGAIN),
+                     "conftest.py": CONFTEST},
                     "--compile-cache-via=remote", f"--compile-cache-redis={users_server.address}",
                     env={"TEST_REDIS": users_server.address})
 
@@ -176,22 +192,16 @@ def test_without_a_server_the_remote_path_is_a_usage_error(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
-def test_a_cold_run_your_server_warmed_is_not_cold(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
-    """A server of the user's keeps the entries of earlier runs: the second session's
-    cold process hits them. It passed before (a note said the server 'may have warmed
-    the cold run'); a cold run that hits is never a pass (issue 30)."""
-    server = RedisServer.start()
-    try:
-        runs = [run_repo(tmp_path_factory.mktemp(f"warmed{i}"), {"test_remote.py": _tests(7)},
-                         "--compile-cache-via=remote", f"--compile-cache-redis={server.address}",
-                         "--compile-cache-store=none") for i in range(2)]
-    finally:
-        server.close()
-    assert _check(runs[0], "test_linear7")["verdict"] == "pass", runs[0].out[-3000:]
-    c = _check(runs[1], "test_linear7")
-    assert c["verdict"] == "error", runs[1].out[-3000:]
+def test_a_cold_run_your_server_warmed_is_not_cold(shared: RepoRun,
+                                                  users_server: RedisServer) -> None:
+    """A server of the user's keeps the entries of earlier runs: the cold process of a
+    later check of the same model hits them. It passed before (a note said the server
+    'may have warmed the cold run'); a cold run that hits is never a pass (issue 30)."""
+    assert _check(shared, "test_linear7")["verdict"] == "pass", shared.out[-3000:]
+    c = _check(shared, "test_linear7_again")
+    assert c["verdict"] == "error", shared.out[-3000:]
     assert c["error"].startswith("cold phase was not cold: it began on an empty private cache "
                                  "root and still loaded cache entries (fx_graph hit 1 entr(ies) "
                                  "this process never wrote"), c["error"]
-    assert f"your Redis server at {server.address}: it holds entries of earlier runs" in c["error"]
+    assert f"your Redis server at {users_server.address}: it holds entries of earlier runs" \
+        in c["error"]
