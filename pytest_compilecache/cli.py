@@ -300,31 +300,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    """The kept cache roots under --root and what killed sessions left in the temp dir
-    (lanes, locks, results, a private Redis server's directory): this user's only, and
-    never one whose owner process still runs (another session's, whatever its age)."""
-    import shutil
-
     from pytest_compilecache import leftovers
     from pytest_compilecache.isolation import ROOT_PARTS, cache_roots
 
-    found = leftovers.find(cache_roots(args.root), None, args.min_age * 60, ROOT_PARTS)
-    gone = [f for f in found if f.live_pid is None]
-    for f in gone:
-        print(f"{'would remove' if args.dry_run else 'removed'} {f.path} ({f.size / 1e6:.1f} "
-              f"MB; {f.what})")
-        if not args.dry_run:
-            shutil.rmtree(f.path, ignore_errors=True)
-    roots = sum(1 for f in gone if f.what == "a kept cache root")
-    total = sum(f.size for f in gone)
-    print(f"{roots} kept cache root(s) and {len(gone) - roots} directory(ies) of sessions that "
-          f"did not finish, {total / 1e6:.1f} MB"
-          + (" (dry run: nothing removed)" if args.dry_run else " freed"))
-    live = [f for f in found if f.live_pid is not None]
-    if live:
-        pids = sorted({f.live_pid for f in live if f.live_pid is not None})
-        print(f"left {len(live)} in use by running session(s) (pid "
-              + ", ".join(map(str, pids)) + ")")
+    print("\n".join(leftovers.clean(cache_roots(args.root), ROOT_PARTS, args.min_age * 60,
+                                    args.dry_run)))
     return EXIT_OK
 
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 OWNER_FILE = ".compilecache-owner"  # no .json: the results dir is read as *.json
 
@@ -154,3 +154,32 @@ def set_aside(report: Optional[str]) -> Optional[str]:
                 f"({e.strerror or e}): if this session does not finish, that report is "
                 f"not its own")
     return f"the earlier report at {report} was moved to {aside} when this session started"
+
+
+def clean(roots: Any, parts: Any, min_age_s: float, dry_run: bool) -> List[str]:
+    """`pytest-compilecache clean`: the kept cache roots (`roots`, each made of `parts`:
+    isolation.cache_roots and ROOT_PARTS, handed in from below) and what killed
+    sessions left in the temp dir (lanes, locks, results, a private Redis server's
+    directory): this user's only, and never one whose owner process still runs (another
+    session's, whatever its age). Returns what it says, a line each."""
+    import shutil
+
+    found = find(roots, None, min_age_s, parts)
+    gone = [f for f in found if f.live_pid is None]
+    said = []
+    for f in gone:
+        said.append(f"{'would remove' if dry_run else 'removed'} {f.path} "
+                    f"({f.size / 1e6:.1f} MB; {f.what})")
+        if not dry_run:
+            shutil.rmtree(f.path, ignore_errors=True)
+    roots = sum(1 for f in gone if f.what == "a kept cache root")
+    total = sum(f.size for f in gone)
+    said.append(f"{roots} kept cache root(s) and {len(gone) - roots} directory(ies) of sessions "
+                f"that did not finish, {total / 1e6:.1f} MB"
+                + (" (dry run: nothing removed)" if dry_run else " freed"))
+    live = [f for f in found if f.live_pid is not None]
+    if live:
+        pids = sorted({f.live_pid for f in live if f.live_pid is not None})
+        said.append(f"left {len(live)} in use by running session(s) (pid "
+                    + ", ".join(map(str, pids)) + ")")
+    return said

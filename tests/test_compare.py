@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from pytest_compilecache.child import compare
+from pytest_compilecache.child import coldcompare, compare
 from pytest_compilecache.child.float64 import make_mode
 
 
@@ -60,17 +60,17 @@ def test_tf32_tolerance_does_not_wave_through_a_small_wrong_gradient(monkeypatch
 def test_warm_vs_cold_noise_is_symmetric() -> None:
     ref = torch.randn(4096, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     cold, warm = _noisy(ref, 1e-3, 1), _noisy(ref, 1e-3, 2)
-    assert compare.compare_with_cold({"o": warm}, {"o": cold}, None, {"o": ref})["ok"]
+    assert coldcompare.compare_with_cold({"o": warm}, {"o": cold}, None, {"o": ref})["ok"]
     # a right warm against a wrong cold differs beyond the noise either carries
-    bad = compare.compare_with_cold({"o": warm}, {"o": cold * 1.5}, None, {"o": ref})
+    bad = coldcompare.compare_with_cold({"o": warm}, {"o": cold * 1.5}, None, {"o": ref})
     assert not bad["ok"] and bad["mismatches"][0]["float64"]["diff_rmse"] > 0.1
     assert "float64 run (warm 0.000782, cold 0.498;" in bad["mismatches"][0]["message"]
     # the deploy scenario's fresh compile against its warm run says so
-    fresh = compare.compare_with_cold({"o": warm}, {"o": cold * 1.5}, None, {"o": ref},
+    fresh = coldcompare.compare_with_cold({"o": warm}, {"o": cold * 1.5}, None, {"o": ref},
                                       labels=("fresh", "warm"))
     assert "float64 run (fresh 0.000782, warm 0.498;" in fresh["mismatches"][0]["message"]
     # without a float64 reference the rule is bitwise
-    assert not compare.compare_with_cold({"o": warm}, {"o": cold}, None, None)["ok"]
+    assert not coldcompare.compare_with_cold({"o": warm}, {"o": cold}, None, None)["ok"]
 
 
 def test_digest_reads_bytes_without_numpy() -> None:
@@ -134,10 +134,10 @@ def test_random_tensors_skip_eager_and_meet_the_noise_floor_warm_vs_cold() -> No
     # the same tensor, not known random, fails
     assert not compare.compare_with_eager({"output": other_mask}, {"output": out})["ok"]
     # warm vs cold: a random tensor may differ by float32's noise floor, no more
-    near = compare.compare_with_cold({"output": out * (1 + 1e-6)}, {"output": out}, None,
+    near = coldcompare.compare_with_cold({"output": out * (1 + 1e-6)}, {"output": out}, None,
                                      random={"output"})
     assert near["ok"] and near["within_noise"][0]["random"]
-    far = compare.compare_with_cold({"output": other_mask}, {"output": out}, None,
+    far = coldcompare.compare_with_cold({"output": other_mask}, {"output": out}, None,
                                     random={"output"})
     assert not far["ok"] and "changes with the random seed" in far["mismatches"][0]["message"]
 

@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 from pytest_compilecache import layers
 from pytest_compilecache.layers import keys
 from pytest_compilecache.layers.keyed import graph_rows
-from pytest_compilecache.model import CacheRecord
+from pytest_compilecache.wire import CacheRecord
 
 DATA = Path(__file__).parent / "data" / "records"
 

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_compilecache import layers
 from pytest_compilecache.layers.base import CacheLayer, LayerInputs, TorchConfigs
-from pytest_compilecache.model import CacheRecord, LayerVerdict, PhaseRecord
+from pytest_compilecache.model import LayerVerdict
+from pytest_compilecache.wire import CacheRecord, PhaseRecord
 
 RECORDS = Path(__file__).parent / "data" / "records"
 

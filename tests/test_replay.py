@@ -7,7 +7,7 @@ import random
 
 import torch
 
-from pytest_compilecache.child import amplify, compare, replay
+from pytest_compilecache.child import amplify, coldcompare, compare, replay
 from pytest_compilecache.child.workload import Recorder
 
 
@@ -168,7 +168,7 @@ def test_the_amplified_allowance_passes_a_later_value_and_not_a_first() -> None:
 
 def test_other_shapes_are_incomparable_not_mismatches() -> None:
     a, b = {"call0:f": torch.ones(3, 2)}, {"call0:f": torch.ones(5, 2)}
-    cold = compare.compare_with_cold(a, b, None)
+    cold = coldcompare.compare_with_cold(a, b, None)
     assert cold["ok"] and cold["incomparable"][0]["message"] == (
         "cold float32[5, 2] vs warm float32[3, 2]")
     eager = compare.compare_with_eager(a, b)

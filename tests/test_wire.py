@@ -1,4 +1,4 @@
-"""The typed wire (model.PhaseRecord): a phase child's JSON read as the judges read it,
+"""The typed wire (wire.PhaseRecord): a phase child's JSON read as the judges read it,
 missing and unknown keys tolerated, and CheckResult.finalize. Fast: no compiles."""
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import pytest
 from pytest_compilecache import paths
 from pytest_compilecache.judge import verdict
 from pytest_compilecache.layers import autotune, keys
-from pytest_compilecache.model import (WIRE_VERSION, CacheEntry, CacheRecord, CheckResult,
-                                       ColdComparison, EagerComparison, PhaseRecord, Wire,
-                                       phase_records)
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.wire import (WIRE_VERSION, CacheEntry, CacheRecord, ColdComparison,
+                                      EagerComparison, PhaseRecord, phase_records)
+from pytest_compilecache.wirejson import Wire
 
 DATA = Path(__file__).parent / "data"
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
-from pytest_compilecache.child import compare
+from pytest_compilecache.child import coldcompare, compare
 from pytest_compilecache.child import confinement
 from pytest_compilecache.child.exit import exit_now
 from pytest_compilecache.child import randomness, replay
@@ -27,7 +27,7 @@ from pytest_compilecache.child import workload as wl
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.isolation import IMPORTS_OUT_ENV, job_id_from_env
-from pytest_compilecache.model import WIRE_VERSION, PhaseSpec
+from pytest_compilecache.wire import WIRE_VERSION, PhaseSpec
 from pytest_compilecache.child.probe import CacheObserver, current_job_id
 
 
@@ -299,7 +299,7 @@ class ChildPlugin:
                 earlier = wl.load_outputs(against)
             tol = self.spec.get("tolerance")
             with self.step(f"comparing {phase} outputs with earlier ones"):
-                self.result["compare_cold"] = compare.compare_with_cold(
+                self.result["compare_cold"] = coldcompare.compare_with_cold(
                     compiled, earlier, tuple(tol) if tol else None, refs.ref,
                     {r["name"] for r in refs.random}, labels=(phase, which))
 

@@ -20,12 +20,13 @@ from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.keyhistory import KeyHistory
 from pytest_compilecache.controller.limits import PhaseLimit
 from pytest_compilecache.controller.outcome import blame_full_disk, phase_outcome
+from pytest_compilecache.controller.repeat import repeat_cold
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.isolation import (CacheRoot, phase_env, private_settings,
                                            resolve_job_id, share_precompiled_headers)
 from pytest_compilecache.judge import accepted, confinement
-from pytest_compilecache.model import (OK_VERDICTS, WIRE_VERSION, CheckResult, PhaseSpec,
-                                       error_result)
+from pytest_compilecache.model import OK_VERDICTS, CheckResult, error_result
+from pytest_compilecache.wire import WIRE_VERSION, PhaseSpec
 from pytest_compilecache.settings import Settings
 from pytest_compilecache.paths.base import PathUnavailable, PhasePlan, WarmStartPath
 
@@ -232,7 +233,7 @@ class CheckRun:
                     + f" (the check itself: {result.verdict})")
                 result.fault = True
             if s.repeat:
-                self._repeat(entry, result)
+                repeat_cold(self, entry, result)
             if s.baseline:
                 history.compare_with_baseline(self.item.nodeid, cold, entry, result,
                                               self.session.progress)
@@ -269,33 +270,6 @@ class CheckRun:
         return accepted.acceptance(self.settings.accept, [str(a) for a in marker.args],
                                    f"{file}:{(line or 0) + 1}",
                                    str(marker.kwargs.get("reason") or ""))
-
-    def _repeat(self, entry: Dict[str, Any], result: CheckResult) -> None:
-        """A second cold run, relocated: same commit, so any key difference is nondeterminism."""
-        self.phase_now = "repeat"
-        root = CacheRoot.create(self.item.nodeid + "-repeat", self.settings.root)
-        cwd = root.path / "cwd"
-        cwd.mkdir(mode=0o700)
-        try:
-            rec, failure = self.run_phase(root, "repeat", cwd=cwd)
-            hits = confinement.foreign_hits(rec) if failure is None else []
-            if failure is not None or hits:
-                result.problems.append(f"repeat cold run: {failure.error}" if failure is not None
-                                       else "repeat cold run " + confinement.not_cold(hits))
-                return
-            again = mf.check_entry(rec.get("cache") or {}, result.verdict)
-            cmp = mf.compare_check(entry, again)
-            same = cmp["status"] in ("unchanged", "no keys")
-            result.repeat = {"status": "stable" if same else "nondeterministic",
-                             "graphs": cmp["graphs"]}
-            if not same:
-                comps = mf.changed_components(cmp)
-                result.problems.append("nondeterministic cache key: two cold runs of the same "
-                                       "commit computed different keys; differing: "
-                                       + ", ".join(comps[:8]))
-        finally:
-            if not self.settings.keep:
-                shutil.rmtree(root.path, ignore_errors=True)
 
     # -- one phase -------------------------------------------------------------------------
     def run_phase(self, root: CacheRoot, phase: str, tree: Optional[Path] = None,

@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Mapping, Optional
 from pytest_compilecache.layers import keys
 from pytest_compilecache.layers.keys import EXTENSION
 from pytest_compilecache.judge.outputs import as_written, failed_names
-from pytest_compilecache.model import CheckResult, PhaseRecord
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.wire import PhaseRecord
 
 # AOTAutograd's entry is what a warm start loads first (it names the FX entries it
 # needs), so a false hit is named by it where there is one

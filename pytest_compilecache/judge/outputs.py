@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from pytest_compilecache.layers import KEYED
-from pytest_compilecache.model import (CheckResult, ColdComparison, EagerComparison,
-                                       Mismatch, PhaseRecord)
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.wire import ColdComparison, EagerComparison, Mismatch, PhaseRecord
 from pytest_compilecache.terms import USABLE_REL
 
 # why the tensors child/randomness.py finds cannot be compared with eager

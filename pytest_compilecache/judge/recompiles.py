@@ -5,7 +5,7 @@ compiled again from code identical to a graph of the same run (reuse that failed
 No cache can save a model that recompiles: a regionally compiled stack whose blocks fail
 each other's guards compiles per block until the limit, while every cache layer hits.
 Pure: reads the cache records the children wrote (probe.py's `dynamo` section), typed
-(`model.CacheRecord`) or as JSON; its summary (`summarize`) is what the report keeps.
+(`wire.CacheRecord`) or as JSON; its summary (`summarize`) is what the report keeps.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from pytest_compilecache.layers.pgo import SHAPE_GUARDS
-from pytest_compilecache.model import CacheRecord, FrameCompile
+from pytest_compilecache.wire import CacheRecord, FrameCompile
 
 if TYPE_CHECKING:
     from pytest_compilecache.model import CheckResult

@@ -1,6 +1,6 @@
 """Per-layer verdict of one check from its cold and warm phase records.
 
-Pure: takes the children's records (typed, `model.PhaseRecord`, or as the JSON they
+Pure: takes the children's records (typed, `wire.PhaseRecord`, or as the JSON they
 wrote) and the file snapshots, returns a CheckResult. A layer is `hit`, `miss`, `bypass`,
 `off` (a setting switched it off: the test's code fails the check) or `n/a` (torch lacks
 it, or the workload never reached it); n/a is never a pass on its own, and a check whose
@@ -19,8 +19,8 @@ from pytest_compilecache import layers
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.judge.outputs import note, outputs
 from pytest_compilecache.layers.base import Carrier, LayerInputs
-from pytest_compilecache.model import (CacheRecord, CheckResult, LayerVerdict,
-                                       PhaseRecord, RecordLike)
+from pytest_compilecache.model import CheckResult, LayerVerdict
+from pytest_compilecache.wire import CacheRecord, PhaseRecord, RecordLike
 
 
 def recorded(nodeid: str, cold: RecordLike, timings: Dict[str, Optional[float]]

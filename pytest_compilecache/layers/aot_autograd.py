@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional
 from pytest_compilecache.layers.base import Switch, TorchConfigs
 from pytest_compilecache.layers.fx_graph import FX_GRAPH_CACHE
 from pytest_compilecache.layers.keyed import KeyedLayer
-from pytest_compilecache.model import CacheRecord
+from pytest_compilecache.wire import CacheRecord
 
 AUTOGRAD_CACHE = Switch("functorch", "enable_autograd_cache", "TORCHINDUCTOR_AUTOGRAD_CACHE")
 

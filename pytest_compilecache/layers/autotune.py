@@ -8,7 +8,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from pytest_compilecache.layers import tuning
 from pytest_compilecache.layers.base import CacheLayer, LayerInputs, Switch, TorchConfigs
-from pytest_compilecache.model import CacheRecord, LayerVerdict
+from pytest_compilecache.model import LayerVerdict
+from pytest_compilecache.wire import CacheRecord
 
 CacheLike = Union[Dict[str, Any], CacheRecord]
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from pytest_compilecache.model import CacheRecord, LayerConfig, LayerVerdict
+from pytest_compilecache.model import LayerVerdict
+from pytest_compilecache.wire import CacheRecord, LayerConfig
 
 # where each of TorchConfigs' config modules is imported from
 CONFIG_MODULES = {"inductor": "torch._inductor.config", "functorch": "torch._functorch.config",

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional
 
 from pytest_compilecache.layers.base import Switch, TorchConfigs
 from pytest_compilecache.layers.keyed import KeyedLayer
-from pytest_compilecache.model import CacheRecord
+from pytest_compilecache.wire import CacheRecord
 
 FX_GRAPH_CACHE = Switch("inductor", "fx_graph_cache", "TORCHINDUCTOR_FX_GRAPH_CACHE")
 

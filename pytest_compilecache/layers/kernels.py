@@ -8,7 +8,8 @@ from typing import Dict, List, Optional, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.layers.base import CacheLayer, Carrier, LayerInputs
-from pytest_compilecache.model import CacheRecord, LayerVerdict
+from pytest_compilecache.model import LayerVerdict
+from pytest_compilecache.wire import CacheRecord
 
 
 class Kernels(CacheLayer):

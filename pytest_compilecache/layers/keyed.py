@@ -11,7 +11,8 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from pytest_compilecache.layers import keys
 from pytest_compilecache.layers.base import CacheLayer, LayerInputs
 from pytest_compilecache.layers.bypass import fix_for
-from pytest_compilecache.model import CacheEntry, CacheRecord, LayerConfig, LayerVerdict
+from pytest_compilecache.model import LayerVerdict
+from pytest_compilecache.wire import CacheEntry, CacheRecord, LayerConfig
 
 
 class KeyedLayer(CacheLayer):

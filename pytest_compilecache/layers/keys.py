@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
 
-from pytest_compilecache.model import CacheEntry
+from pytest_compilecache.wire import CacheEntry
 
 _ADDR = re.compile(r"0x[0-9a-fA-F]{6,}")
 # key components that come from the user's extension points (a custom graph pass's

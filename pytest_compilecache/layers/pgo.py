@@ -8,7 +8,8 @@ from collections import defaultdict
 from typing import Any, Dict, List, Optional, Tuple
 
 from pytest_compilecache.layers.base import CacheLayer, LayerInputs, Switch, TorchConfigs
-from pytest_compilecache.model import CacheRecord, LayerConfig, LayerVerdict
+from pytest_compilecache.model import LayerVerdict
+from pytest_compilecache.wire import CacheRecord, LayerConfig
 
 # guards automatic dynamic (and so a saved PGO profile) turns into one dynamic graph
 SHAPE_GUARDS = ("size mismatch", "stride mismatch")

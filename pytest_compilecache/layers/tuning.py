@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Union
 
-from pytest_compilecache.model import TuningRecord
+from pytest_compilecache.wire import TuningRecord
 from pytest_compilecache.terms import NO_CACHE
 
 # a phase's tuning record (`TuningSpy.record()`), typed or as the child wrote it

@@ -12,8 +12,8 @@ from pytest_compilecache import files as fs
 from pytest_compilecache import layers
 from pytest_compilecache.judge.verdict import judge, judge_loaded
 from pytest_compilecache.layers.base import Carrier
-from pytest_compilecache.model import (ArtifactRecord, CheckResult, PhaseRecord, RecordLike,
-                                       phase_records)
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.wire import ArtifactRecord, PhaseRecord, RecordLike, phase_records
 from pytest_compilecache.paths.base import PhasePlan, Phases, Records, Snapshots, WarmStartPath
 
 

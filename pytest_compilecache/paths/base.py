@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from pytest_compilecache import files as fs
-from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.wire import PhaseRecord, RecordLike
 from pytest_compilecache.pathoption import PathOption
 
 # phase name -> what its child recorded: as the controller read it (JSON) or typed
 Records = Mapping[str, RecordLike]
-Phases = Dict[str, PhaseRecord]         # the same, typed (model.phase_records)
+Phases = Dict[str, PhaseRecord]         # the same, typed (wire.phase_records)
 Snapshots = Dict[str, fs.Snapshot]      # phase name -> the cache root's files after it
 Info = Dict[str, Any]                   # a phase's "artifact" record
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from pytest_compilecache.judge.outputs import fresh_reference
-from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike, phase_records
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.wire import PhaseRecord, RecordLike, phase_records
 from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots
 from pytest_compilecache.paths.local import LocalRestart
 

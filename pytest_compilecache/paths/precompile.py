@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 from pytest_compilecache.layers.base import Carrier
-from pytest_compilecache.model import CheckResult, PhaseRecord, RecordLike
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.wire import PhaseRecord, RecordLike
 from pytest_compilecache.paths.base import Info, PhasePlan, Phases, Snapshots, last_exception
 from pytest_compilecache.paths.mega import MegaCache
 

@@ -9,7 +9,8 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.layers.base import Carrier
-from pytest_compilecache.model import ArtifactRecord, CheckResult, RecordLike
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.wire import ArtifactRecord, RecordLike
 from pytest_compilecache.pathoption import PathOption
 from pytest_compilecache.paths.artifact import ArtifactPath
 from pytest_compilecache.paths.base import Info, PhasePlan, Phases, Snapshots, WarmStartPath

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from pytest_compilecache.judge.false_hits import judge_shared
-from pytest_compilecache.model import CheckResult, phase_records
+from pytest_compilecache.model import CheckResult
+from pytest_compilecache.wire import phase_records
 from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots
 from pytest_compilecache.paths.local import LocalRestart
 
