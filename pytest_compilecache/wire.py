@@ -290,6 +290,9 @@ class PhaseRecord(Wire):
     reclaimed: List[str] = field(default_factory=list)
     escaped: List[str] = field(default_factory=list)
     wire_version: int = WIRE_VERSION  # records before the wire was versioned are 1
+    # the JSON as the child wrote it, for what passes it on unread (the key manifest's
+    # rows, the variants' ledger, a recorded test case)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 RecordLike = Union[Dict[str, Any], PhaseRecord]

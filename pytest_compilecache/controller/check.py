@@ -26,7 +26,7 @@ from pytest_compilecache.isolation import (CacheRoot, phase_env, private_setting
                                            resolve_job_id, share_precompiled_headers)
 from pytest_compilecache.judge import accepted, confinement
 from pytest_compilecache.model import OK_VERDICTS, CheckResult, error_result
-from pytest_compilecache.wire import WIRE_VERSION, PhaseSpec
+from pytest_compilecache.wire import WIRE_VERSION, PhaseRecord, PhaseSpec
 from pytest_compilecache.settings import Settings
 from pytest_compilecache.paths.base import PathUnavailable, PhasePlan, WarmStartPath
 
@@ -65,7 +65,7 @@ class CheckRun:
         self.session, self.settings, self.item, self.path = session, session.settings, item, path
         self.roots: List[CacheRoot] = []
         self.timings: Timings = {}
-        self.recs: Dict[str, Dict[str, Any]] = {}
+        self.recs: Dict[str, PhaseRecord] = {}  # typed once, where they entered (outcome.py)
         self.snaps: Dict[str, fs.Snapshot] = {}
         self.logs: Dict[str, Path] = {}
         self.damage: List[str] = []  # the first phase's files changed before the next ran
@@ -151,8 +151,9 @@ class CheckRun:
                 rec, failure = self.run_phase(where, phase, tree=tree,
                                               extra=self._extra(plan, where),
                                               env_extra=env_extra)
-            if failure is not None:
-                result = self.path.failed(phase, rec, failure)
+            if failure is not None or rec is None:  # a phase with no record has failed
+                result = self.path.failed(phase, rec or PhaseRecord(), failure or error_result(
+                    nodeid, phase, "left no record", "", self.timings))
                 if self.damage:  # the warm run's crash follows from the damaged cache
                     result.error_fails = True
                 return result
@@ -178,7 +179,7 @@ class CheckRun:
         return result
 
     def _shared_turn(self, shared: Any, plan: PhasePlan, env_extra: Dict[str, str]
-                     ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
+                     ) -> Tuple[Optional[PhaseRecord], Optional[CheckResult]]:
         """This variant's turn over the cache its function's variants share (one at a
         time): run the phase there, enter what it wrote in the root's ledger, and give
         its record what the ledger said of the others' entries before it. Its files
@@ -192,9 +193,9 @@ class CheckRun:
             rec, failure = self.run_phase(shared.root, plan.name,
                                           extra=self._extra(plan, shared.root),
                                           env_extra=env_extra)
-            if rec:
-                rec["variants"] = seen_by(before, rec, me)
-                shared.record(me, rec)
+            if rec is not None:  # the ledger is JSON: what the turn wrote, passed on as written
+                rec.variants = rec.raw["variants"] = seen_by(before, rec.raw, me)
+                shared.record(me, rec.raw)
             for name in (f"{plan.name}-spec.json", f"{plan.name}.json", f"{plan.name}.log"):
                 with contextlib.suppress(OSError):
                     shutil.move(str(shared.root.phases / name), str(self.roots[0].phases / name))
@@ -224,9 +225,9 @@ class CheckRun:
         accepted.apply(result, self._accepted())
         cold = self.recs.get("cold")
         if cold is not None and self.path.records_keys:
-            entry = mf.check_entry(cold.get("cache") or {}, result.verdict)
+            entry = mf.check_entry(cold.raw.get("cache") or {}, result.verdict)
             try:
-                history.store_entry(self.item.nodeid, cold, entry, result)
+                history.store_entry(self.item.nodeid, cold.raw, entry, result)
             except OSError as e:  # a full store: this check errors, naming it; the session goes on
                 result.problems.insert(0, diskspace.write_problem(
                     "the key manifest", history.store_path, e)
@@ -235,7 +236,7 @@ class CheckRun:
             if s.repeat:
                 repeat_cold(self, entry, result)
             if s.baseline:
-                history.compare_with_baseline(self.item.nodeid, cold, entry, result,
+                history.compare_with_baseline(self.item.nodeid, cold.raw, entry, result,
                                               self.session.progress)
         if self.damage:
             result.problems.insert(0, (
@@ -275,13 +276,13 @@ class CheckRun:
     def run_phase(self, root: CacheRoot, phase: str, tree: Optional[Path] = None,
                   cwd: Optional[Path] = None, extra: Optional[PhaseSpec] = None,
                   env_extra: Optional[Dict[str, str]] = None
-                  ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
+                  ) -> Tuple[Optional[PhaseRecord], Optional[CheckResult]]:
         """One child; `tree` runs it in the baseline's worktree, `cwd` elsewhere;
         `env_extra`: what the warm-start path sets (TORCH_CACHING_PRECOMPILE=1)."""
         nodeid, session = self.item.nodeid, self.session
         tampered = root.tampered()
         if tampered:  # someone else's directory in its place: run nothing from it
-            return {}, error_result(nodeid, phase, f"was not run: {tampered}", "", self.timings)
+            return None, error_result(nodeid, phase, f"was not run: {tampered}", "", self.timings)
         spec_path = root.phases / f"{phase}-spec.json"
         first = self.path.phases[0].name
         limit = PhaseLimit.of(self.settings.timeout, first, phase,
@@ -316,7 +317,7 @@ class CheckRun:
 
             if not isinstance(e, (LeaseTimeout, OSError)):
                 raise
-            return {}, error_result(nodeid, phase, str(e), "", self.timings)
+            return None, error_result(nodeid, phase, str(e), "", self.timings)
         self.session.timeline.mark(f"{phase} done")
         self.leases.append({"phase": phase, **lease.to_json()})
         self.launches[phase] = "forked" if launched.forked else "fresh"

@@ -13,6 +13,7 @@ from pytest_compilecache.controller import diskspace
 from pytest_compilecache.isolation import CacheRoot
 from pytest_compilecache.judge import confinement
 from pytest_compilecache.model import OK_VERDICTS, CheckResult, error_result
+from pytest_compilecache.wire import PhaseRecord
 
 # how running out of memory reads in a phase's error (Python, torch's CPU allocator, CUDA)
 _OUT_OF_MEMORY = ("MemoryError", "can't allocate memory", "OutOfMemoryError", "out of memory")
@@ -20,9 +21,17 @@ _OUT_OF_MEMORY = ("MemoryError", "can't allocate memory", "OutOfMemoryError", "o
 
 def phase_outcome(nodeid: str, phase: str, root: CacheRoot, out: Path, launched: Any,
                   timings: Dict[str, Optional[float]], limit: Any, notes: List[str]
-                  ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
-    """The phase's record and, if it failed, its error result; its timings go into
-    `timings`, what the child put back of the test's cache settings into `notes`."""
+                  ) -> Tuple[Optional[PhaseRecord], Optional[CheckResult]]:
+    """The phase's record, read once here and typed from here on (None: it left none),
+    and, if it failed, its error result; its timings go into `timings`, what the child
+    put back of the test's cache settings into `notes`."""
+    rec, failure = _outcome(nodeid, phase, root, out, launched, timings, limit, notes)
+    return (PhaseRecord.from_json(rec) if rec else None), failure
+
+
+def _outcome(nodeid: str, phase: str, root: CacheRoot, out: Path, launched: Any,
+             timings: Dict[str, Optional[float]], limit: Any, notes: List[str]
+             ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
     timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
     timings[f"{phase}_peak_rss_mb"] = launched.peak_rss_mb
     if getattr(launched, "waited_s", 0.0):  # of its start-up: the preloaded imports
@@ -72,7 +81,7 @@ def phase_outcome(nodeid: str, phase: str, root: CacheRoot, out: Path, launched:
     return rec, None
 
 
-def blame_full_disk(result: CheckResult, recs: Dict[str, Dict[str, Any]],
+def blame_full_disk(result: CheckResult, recs: Dict[str, PhaseRecord],
                     logs: Dict[str, Path]) -> None:
     """A check that did not pass because a phase could not save its caches (a disk
     briefly full: torch logs the write error and goes on, and the next phase rebuilds
@@ -81,8 +90,8 @@ def blame_full_disk(result: CheckResult, recs: Dict[str, Dict[str, Any]],
         return
     for phase, log in logs.items():
         lines = diskspace.full_lines(log)
-        errors = ((recs[phase].get("cache") or {}).get("counters") or {}).get(
-            "inductor", {}).get("fxgraph_cache_write_error", 0)
+        errors = recs[phase].cache.counter("inductor", "fxgraph_cache_write_error") \
+            if phase in recs else 0
         if lines or errors:
             said = lines[0] if lines else f"torch counted {errors} FX graph write error(s)"
             result.problems.insert(0, (

@@ -20,12 +20,12 @@ def repeat_cold(run: Any, entry: Dict[str, Any], result: CheckResult) -> None:
     cwd.mkdir(mode=0o700)
     try:
         rec, failure = run.run_phase(root, "repeat", cwd=cwd)
-        hits = confinement.foreign_hits(rec) if failure is None else []
-        if failure is not None or hits:
+        hits = confinement.foreign_hits(rec) if rec is not None and failure is None else []
+        if failure is not None or rec is None or hits:
             result.problems.append(f"repeat cold run: {failure.error}" if failure is not None
                                    else "repeat cold run " + confinement.not_cold(hits))
             return
-        again = mf.check_entry(rec.get("cache") or {}, result.verdict)
+        again = mf.check_entry(rec.raw.get("cache") or {}, result.verdict)
         cmp = mf.compare_check(entry, again)
         same = cmp["status"] in ("unchanged", "no keys")
         result.repeat = {"status": "stable" if same else "nondeterministic",

@@ -8,27 +8,28 @@ started on an empty root and still hit a cache layer, whatever moved it (`foreig
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import List
 
 from pytest_compilecache.terms import PRIVATE_FIX
+from pytest_compilecache.wire import PhaseRecord, RecordLike
 
 
-def foreign_hits(rec: Dict[str, Any]) -> List[str]:
+def foreign_hits(rec: RecordLike) -> List[str]:
     """A phase that started on an empty root hit these: FX/AOTAutograd entries it did
     not write itself earlier in the phase, a PGO profile read before it wrote any."""
-    cache = rec.get("cache") or {}
-    graphs = cache.get("graphs") or {}
+    cache = PhaseRecord.from_json(rec).cache
+    graphs = cache.graphs
     out = []
     for layer in ("fx_graph", "aot_autograd"):
-        written = {e.get("key") for g in graphs.values() for e in g.get(layer) or []
-                   if e.get("state") == "miss"}
-        foreign = sorted({str(e.get("key")) for g in graphs.values() for e in g.get(layer) or []
-                          if e.get("state") == "hit" and e.get("key") not in written})
+        entries = [e for g in graphs.values() for e in g.entries(layer)]
+        written = {e.key for e in entries if e.state == "miss"}
+        foreign = sorted({str(e.key) for e in entries
+                          if e.state == "hit" and e.key not in written})
         if foreign:
             out.append(f"{layer} hit {len(foreign)} entr(ies) this process never wrote: "
                        + ", ".join(k[:16] for k in foreign[:3]))
-    resets = (cache.get("dynamo") or {}).get("resets") or 0
-    read = sum((g.get("pgo") or {}).get("read", 0) for g in graphs.values())
+    resets = cache.dynamo.resets
+    read = sum(g.pgo.read for g in graphs.values())
     if read and not resets:
         out.append(f"dynamo_pgo read {read} profile(s) before writing any")
     return out

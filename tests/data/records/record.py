@@ -92,14 +92,16 @@ def _wrapped(judge: Any, out: Path) -> Any:
     def recording_judge(self, nodeid, recs, snaps, timings, triton_dir):
         if _INSIDE:
             return judge(self, nodeid, recs, snaps, timings, triton_dir)
-        dump = {"via": self.via, "nodeid": nodeid, "recs": json.loads(json.dumps(recs, default=str)),
+        # the controller's records are typed (wire.PhaseRecord); each keeps its JSON
+        raw = {phase: getattr(rec, "raw", rec) for phase, rec in recs.items()}
+        dump = {"via": self.via, "nodeid": nodeid, "recs": json.loads(json.dumps(raw, default=str)),
                 "snaps": snaps, "timings": dict(timings),
                 "triton_dir": str(triton_dir) if triton_dir else None,
                 "triton_dir_existed": bool(triton_dir and Path(triton_dir).is_dir())}
         if triton_dir and Path(triton_dir).is_dir():
             dump["triton_listing"] = sorted(str(p.relative_to(triton_dir))
                                             for p in Path(triton_dir).rglob("*"))
-        dump["sources"] = warm_sources(recs, snaps)
+        dump["sources"] = warm_sources(raw, snaps)
         _INSIDE.append(True)
         try:
             res = judge(self, nodeid, recs, snaps, timings, triton_dir)
