@@ -104,3 +104,24 @@ def test_without_it_the_registry_is_the_builtin_one() -> None:
     assert "toy_bundle" not in _judged(_record()).layers
     with pytest.raises(ValueError, match="unique"):
         layers.register(layers.REGISTRY[0])
+
+
+def test_a_conftest_paths_option_is_in_help_and_its_preflight_stops_the_session(
+        pytester: pytest.Pytester) -> None:
+    """Issue 39: the toy path of test_path_hook.py, added by its conftest alone, brings an
+    option (registered when the conftest loads, with its ini twin) and a preflight that
+    stops the session before anything compiles (exit 4, one line naming the fix)."""
+    from test_path_hook import CONFTEST, TESTS
+
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_toy=TESTS)
+    missing = pytester.path / "none"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--compile-cache-check", "--compile-cache-via=toy",
+        f"--compile-cache-toy-marks={missing}", "--compile-cache-launcher=fresh")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:]
+    result.stderr.fnmatch_lines([f"*--compile-cache-via=toy: --compile-cache-toy-marks="
+                                 f"{missing}: no such directory; make it first*"])
+    helped = pytester.runpytest_subprocess("--help")
+    helped.stdout.fnmatch_lines(["*--compile-cache-toy-marks=DIR*",
+                                 "*compile_cache_toy_marks (string)*"])

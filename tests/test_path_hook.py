@@ -1,12 +1,12 @@
 """A third party adds a warm-start path through the `pytest_compilecache_warm_start_paths`
 hook, with no edit of this package: a toy path in the model repo's conftest.py runs its
 controller side (its phases' environment, its rule) and its child side (its compile) and
-gets its own result row, report entry and job-summary column, an option of its own
-(`--compile-cache-toy-marks`, with its ini twin) and a preflight that stops the session
-before anything compiles (issue 39). Real CPU compiles."""
+gets its own result row, report entry and job-summary column, and reads an option of
+its own (`--compile-cache-toy-marks`, here from its ini twin). Real CPU compiles; the
+option's help and the preflight that stops a session before anything compiles are
+test_extension_points.py's (no compile)."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -107,23 +107,6 @@ def test_a_path_registered_through_the_hook_gets_its_own_row_entry_and_column(
                          "markdown", str(tmp_path / "repo" / "report.json")],
                         capture_output=True, text=True, check=True).stdout
     assert "| check | local | toy |" in md, md
-
-
-def test_a_paths_option_is_in_help_and_its_preflight_stops_the_session(tmp_path: Path) -> None:
-    """No compile: the option registered with the conftest, the preflight run before
-    anything starts (exit 4, one line naming the fix)."""
-    repo = tmp_path / "repo"
-    run = run_repo(repo, {"conftest.py": CONFTEST, "test_toy.py": TESTS},
-                   "--compile-cache-via=toy", f"--compile-cache-toy-marks={tmp_path / 'none'}")
-    assert run.ret == pytest.ExitCode.USAGE_ERROR, run.out[-2000:]
-    assert f"--compile-cache-via=toy: --compile-cache-toy-marks={tmp_path / 'none'}: no such " \
-           f"directory; make it first" in run.out
-    assert run.report is None  # nothing ran
-    helped = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=repo,
-                            capture_output=True, text=True, env={**os.environ,
-                                                                 "PYTHONPATH": str(repo)})
-    assert "--compile-cache-toy-marks=DIR" in helped.stdout, helped.stdout[-2000:]
-    assert "compile_cache_toy_marks (string)" in helped.stdout
 
 
 def test_a_path_the_hook_gets_wrong_is_a_usage_error_naming_it(tmp_path: Path) -> None:
