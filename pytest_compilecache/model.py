@@ -11,7 +11,6 @@ from typing import Any, Dict, List, Optional
 
 # verdicts that fail nothing: n/a is a warm-start path this torch or workload cannot take
 OK_VERDICTS = ("pass", "recorded", "n/a")
-# verdicts that problems do not turn into a fail (CheckResult.finalize)
 
 
 @dataclass
@@ -129,7 +128,9 @@ class CheckResult:
     def from_json(cls, data: Dict[str, Any]) -> "CheckResult":
         names = {f.name for f in fields(cls)}  # a newer report's extra keys are skipped
         d = {k: v for k, v in data.items() if k in names}
-        d["layers"] = {k: LayerVerdict(**v) for k, v in (d.get("layers") or {}).items()}
+        known = {f.name for f in fields(LayerVerdict)}  # a newer layer's extra keys too
+        d["layers"] = {k: LayerVerdict(**{n: x for n, x in v.items() if n in known})
+                       for k, v in (d.get("layers") or {}).items()}
         return cls(**d)
 
 

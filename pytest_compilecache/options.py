@@ -290,3 +290,9 @@ def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., An
                 addini("compile_cache_" + name.replace("-", "_"),
                        help=help_() if callable(help_) else help_, type=kind,
                        default=default)
+
+
+def core_dests() -> set:
+    """The dests of pytest-compilecache's own options: a path's option may not take one."""
+    return {"compile_cache_check", *("compile_cache_" + n.replace("-", "_") for n, _ in _FLAGS),
+            *("compile_cache_" + v[0].replace("-", "_") for v in _VALUED)}

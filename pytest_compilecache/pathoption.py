@@ -36,7 +36,7 @@ class PathOption:
                 raw = config.getini(self.dest)
             except (KeyError, ValueError):  # not registered in this config
                 return None
-            if raw not in (None, ""):
+            if raw not in (None, "", []):  # pytest < 8 reads an unset string ini as []
                 try:
                     value = self.parse(str(raw))
                 except (argparse.ArgumentTypeError, ValueError) as e:

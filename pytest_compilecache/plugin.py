@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import pytest
 
 from pytest_compilecache import lifetime
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
-from pytest_compilecache.options import add_options
+from pytest_compilecache.options import add_options, core_dests
 from pytest_compilecache.pathoption import PathOption
 from pytest_compilecache.settings import Settings
 
@@ -43,13 +43,23 @@ class PathOptions:
     def __init__(self, addoption: Any, addini: Any, builtin: Any) -> None:
         self.addoption, self.addini = addoption, addini
         self.added: Dict[str, PathOption] = {}
+        self.problems: List[str] = []  # said as a usage error once the session configures
+        self.core = core_dests()
         for option in builtin:
             self._add(option)
 
-    def _add(self, option: PathOption) -> None:
-        if option.name not in self.added:
-            option.add(self.addoption, self.addini)
-            self.added[option.name] = option
+    def _add(self, option: PathOption, owner: str = "a built-in path") -> None:
+        if option.name in self.added:
+            if self.added[option.name] != option:  # two paths, one name: the first keeps it
+                self.problems.append(f"--compile-cache-{option.name}: {owner} declares it, "
+                                     f"and another path already did; give it a name of its own")
+            return
+        if option.dest in self.core:
+            self.problems.append(f"--compile-cache-{option.name}: {owner} declares an option "
+                                 f"of pytest-compilecache's own; give it a name of its own")
+            return
+        option.add(self.addoption, self.addini)
+        self.added[option.name] = option
 
     @pytest.hookimpl
     def pytest_plugin_registered(self, plugin: Any) -> None:
@@ -58,12 +68,15 @@ class PathOptions:
             return
         try:
             found = list(hook() or ())
-        except Exception:  # the registry names a broken hook as a usage error later
+        except Exception as e:  # said when the session configures (`values`)
+            self.problems.append(f"pytest_compilecache_warm_start_paths in {plugin!r} raised "
+                                 f"{type(e).__name__}: {e} (its paths' options are unknown)")
             return
         for cls in found:
             for option in getattr(cls, "options", ()) or ():
                 if isinstance(option, PathOption):
-                    self._add(option)
+                    self._add(option, f"{getattr(cls, '__module__', '?')}."
+                                      f"{getattr(cls, '__qualname__', cls)}")
 
     def values(self, config: pytest.Config) -> Any:
         """(name, value) of each path option given, on the command line or in the ini."""
@@ -100,6 +113,9 @@ def pytest_configure(config: pytest.Config) -> None:
     registrar = config.pluginmanager.get_plugin(_PATH_OPTIONS)
     if registrar is not None:
         settings = dataclasses.replace(settings, path_options=registrar.values(config))
+    if registrar is not None and registrar.problems and (settings.check
+                                                         or settings.via != ("local",)):
+        raise pytest.UsageError("\n".join(registrar.problems))
     if settings.check or settings.via != ("local",):
         _check_paths(config, settings.via)
     if not settings.check:

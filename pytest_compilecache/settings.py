@@ -70,7 +70,7 @@ class Settings:
             v = config.getoption("compile_cache_" + dest)
             if v is None and name not in NO_INI:
                 raw = config.getini("compile_cache_" + dest)
-                if raw not in (None, ""):
+                if raw not in (None, "", []):  # pytest < 8 reads an unset string ini as []
                     try:
                         v = parser(str(raw))
                     except argparse.ArgumentTypeError as e:

@@ -45,3 +45,7 @@ IGNORED = "its stored result was there and matched; torch benchmarked anyway"
 # controller's error (judge/confinement.escaped) give where the test's code moved a setting
 PRIVATE_FIX = ("to share a cache in your own runs and keep the check's private one, set it "
                "with os.environ.setdefault(...) (the check sets it first)")
+
+# -- bisect: the file a collect-only session writes its checks' node ids to
+# (history/baseline.collect_checks asks, controller/collect.py writes)
+LIST_CHECKS_ENV = "PYTEST_COMPILECACHE_LIST_CHECKS"

@@ -56,9 +56,10 @@ def test_a_broken_artifact_exits_2_with_one_line(tmp_path: Path, data, says) -> 
 def test_a_reader_of_version_2_refuses_a_version_3_report_by_name(monkeypatch) -> None:
     """Version 3 keeps a passing graph's digest, not its components: a reader that would
     take its rows for a version 2's (every component inline) refuses it, as every older
-    reader refuses a newer report; this reader reads 1, 2 and 3."""
-    assert rp.SCHEMA_VERSION == 3
-    for version in (1, 2, 3):
+    reader refuses a newer report; this reader reads 1 through 4 (4: a layer's state
+    `accepted`)."""
+    assert rp.SCHEMA_VERSION == 4
+    for version in (1, 2, 3, 4):
         assert rp.problem(report([], version=version)) is None
     monkeypatch.setattr(rp, "SCHEMA_VERSION", 2)
     assert rp.problem(report([], version=3)) == (

@@ -14,9 +14,11 @@ import pytest
 import pytest_compilecache
 
 PACKAGE = Path(pytest_compilecache.__file__).parent
-CONTROLLER = {"controller", "judge", "history", "render", "options", "cli", "action", "plugin"}
+CONTROLLER = {"controller", "judge", "history", "render", "options", "settings", "cli", "action",
+              "plugin"}
 CHILD = {"child", "launch"}
-SHARED = {"terms", "proc", "gpulist", "model", "isolation", "lifetime", "case", "wirejson"}
+SHARED = {"terms", "proc", "gpulist", "model", "wire", "isolation", "lifetime", "case", "wirejson",
+          "pathoption", "jsonfile", "files"}
 
 
 def _imports() -> Dict[str, Set[str]]:

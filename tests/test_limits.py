@@ -19,8 +19,21 @@ def test_the_first_phase_gets_the_default_and_later_ones_a_multiple_of_it() -> N
     assert PhaseLimit.of(None, "cold", "warm", 120.0).seconds == 480  # 4x
     assert PhaseLimit.of(None, "cold", "warm", 1000.0).seconds == 1800  # never above the default
     assert PhaseLimit.of(None, "cold", "warm", None).seconds == 1800  # the first left no time
+    # a phase that compiles from scratch or runs other code (deploy's, a fresh compile)
+    assert PhaseLimit.of(None, "cold", "fresh", 20.0, warm_start=False).seconds == 1800
     given = PhaseLimit.of(25.0, "cold", "warm", 120.0)
     assert given.seconds == 25 and given.said == "raise --compile-cache-timeout"
+
+
+def test_only_a_phase_that_starts_from_the_first_ones_caches_starts_warm() -> None:
+    from pytest_compilecache import paths
+
+    reg = paths.builtin()
+    warm = {name: [p.name for p in cls.phases if p.starts_warm] for name, cls in reg.items()}
+    assert warm["local"] == ["cold", "warm"]  # the first phase is the first's own limit
+    assert warm["mega"] == ["cold", "warm"]   # loads the artifact the cold one saved
+    assert "fresh" not in warm["deploy"] and "cold" not in warm["deploy"]
+    assert "fresh" not in warm["other_gpu"] and "shared" not in warm["shared"]
 
 
 def test_a_timed_out_later_phase_says_whose_limit_it_hit(tmp_path: Path) -> None:

@@ -248,7 +248,8 @@ def test_a_record_cut_short_is_the_phases_error_not_the_plugins(harness: Harness
         "warm phase left a record that cannot be read ("), res.error
     assert "warm.json" in res.error and "failed in the controller" not in res.error
     res = _warm_error(harness, Reply(raw="[1, 2]"))
-    assert "left a record that is no phase record" in (res.error or "")
+    assert "left a record that cannot be read (" in (res.error or "")
+    assert "a JSON list, not a phase record" in (res.error or "")
 
 
 def test_a_phase_that_exits_without_a_record_is_a_crash_with_its_log(harness: Harness) -> None:
@@ -568,6 +569,9 @@ def test_deploy_runs_the_cold_phase_in_the_baselines_worktree_then_a_fresh_refer
                for n in res.notes), res.notes
     # the cold keys are another commit's: not compared with the baseline's
     assert res.drift == {} and base.asked == []
+    # the warm run is this commit's code and the fresh one a full compile: each may
+    # compile longer than the baseline's cold one did, so each gets a compile's limit
+    assert [c.timeout for c in harness.launcher.launched] == [1800.0, 1800.0, 1800.0]
 
 
 def test_deploy_fails_a_warm_run_that_differs_from_the_fresh_compile(

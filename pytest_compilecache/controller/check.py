@@ -174,6 +174,8 @@ class CheckRun:
                                                                    cache_root=root.path)
                 self.damage = fs.damaged(self.snaps[phase], fs.snapshot(root.watched))
         result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
+        # an accepted cost first: a full disk blamed only for what is still a problem
+        accepted.apply(result, self._accepted())
         blame_full_disk(result, self.recs, self.logs)
         self.session.timeline.mark("judged")
         return result
@@ -222,7 +224,6 @@ class CheckRun:
     def _conclude(self, result: CheckResult) -> CheckResult:
         s, history = self.settings, self.session.history
         result.via = self.path.via
-        accepted.apply(result, self._accepted())
         cold = self.recs.get("cold")
         if cold is not None and self.path.records_keys:
             entry = mf.check_entry(cold.raw.get("cache") or {}, result.verdict)
@@ -284,9 +285,11 @@ class CheckRun:
         if tampered:  # someone else's directory in its place: run nothing from it
             return None, error_result(nodeid, phase, f"was not run: {tampered}", "", self.timings)
         spec_path = root.phases / f"{phase}-spec.json"
-        first = self.path.phases[0].name
-        limit = PhaseLimit.of(self.settings.timeout, first, phase,
-                              self.timings.get(f"{first}_process_s"))
+        first = self.path.phases[0]
+        plan = next((p for p in self.path.phases if p.name == phase), None)
+        warm_start = plan is not None and not first.at_baseline and plan.starts_warm
+        limit = PhaseLimit.of(self.settings.timeout, first.name, phase,
+                              self.timings.get(f"{first.name}_process_s"), warm_start)
         spec, env = self._spec_and_env(root, phase, spec_path, extra, env_extra)
         spec["timeout_s"] = limit.seconds
         invocation = Path(session.config.invocation_params.dir)

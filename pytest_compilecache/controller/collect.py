@@ -15,8 +15,8 @@ from pytest_compilecache import layers
 from pytest_compilecache.case import marker_problem
 from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.role import Role
-from pytest_compilecache.history.baseline import LIST_CHECKS_ENV
 from pytest_compilecache.judge import accepted
+from pytest_compilecache.terms import LIST_CHECKS_ENV
 
 MARKER = "compile_cache"
 

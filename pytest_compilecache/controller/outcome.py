@@ -25,58 +25,56 @@ def phase_outcome(nodeid: str, phase: str, root: CacheRoot, out: Path, launched:
     """The phase's record, read once here and typed from here on (None: it left none),
     and, if it failed, its error result; its timings go into `timings`, what the child
     put back of the test's cache settings into `notes`."""
-    rec, failure = _outcome(nodeid, phase, root, out, launched, timings, limit, notes)
-    return (PhaseRecord.from_json(rec) if rec else None), failure
-
-
-def _outcome(nodeid: str, phase: str, root: CacheRoot, out: Path, launched: Any,
-             timings: Dict[str, Optional[float]], limit: Any, notes: List[str]
-             ) -> Tuple[Dict[str, Any], Optional[CheckResult]]:
+    memory = f"peak resident memory {launched.peak_rss_mb:.0f} MB" \
+        if launched.peak_rss_mb is not None else "peak resident memory unknown"
     timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
     timings[f"{phase}_peak_rss_mb"] = launched.peak_rss_mb
     if getattr(launched, "waited_s", 0.0):  # of its start-up: the preloaded imports
         timings[f"{phase}_wait_s"] = launched.waited_s
-    memory = f"peak resident memory {launched.peak_rss_mb:.0f} MB" \
-        if launched.peak_rss_mb is not None else "peak resident memory unknown"
-    rec: Dict[str, Any] = {}
+    rec: Optional[PhaseRecord] = None
     if out.exists():
         try:  # bounded and validated as every file from outside this process (jsonfile.py)
-            rec = jsonfile.load(out)
-        except (OSError, ValueError) as e:  # a phase killed mid-write: the phase's error
-            return {}, error_result(nodeid, phase, f"left a record that cannot be read ({e})",
-                                    launched.tail(), timings)
-        if not isinstance(rec, dict):
-            return {}, error_result(nodeid, phase, f"left a record that is no phase record "
-                                    f"({out}: a JSON {type(rec).__name__})", launched.tail(),
-                                    timings)
-        timings[f"{phase}_s"] = (rec.get("cache") or {}).get("wall_s")
-        for stage, secs in launched.stages(rec.get("marks") or {}).items():
-            timings[f"{phase}_{stage}_s"] = secs
+            raw = jsonfile.load(out)
+            if not isinstance(raw, dict):
+                raise ValueError(f"{out}: a JSON {type(raw).__name__}, not a phase record")
+            rec = PhaseRecord.from_json(raw) if raw else None  # {}: wrote nothing of use
+        except (OSError, ValueError, TypeError) as e:  # a phase killed mid-write
+            return None, error_result(nodeid, phase, f"left a record that cannot be read "
+                                      f"({e})", launched.tail(), timings)
+        if rec is not None:
+            timings[f"{phase}_s"] = rec.cache.wall_s
+            for stage, secs in launched.stages(rec.marks if isinstance(rec.marks, dict)
+                                               else {}).items():
+                timings[f"{phase}_{stage}_s"] = secs
     if launched.timed_out:
         why = (f"timed out after {limit.seconds:.0f} s and was killed with its "
                f"process group ({limit.said})")
         return rec, error_result(nodeid, phase, why, launched.tail(), timings)
-    if not rec or rec.get("error"):  # a full disk is named before anything it caused
+    error = str(rec.error) if rec is not None and rec.error else ""
+    if rec is None or error:  # a full disk is named before anything it caused
         full = diskspace.out_of_space(phase, root.path, root.phases / f"{phase}.log",
-                                      (rec.get("error") or "") + "\n" + launched.tail())
-        if full:
-            return rec, error_result(nodeid, phase, full, launched.tail(), timings)
-    if not rec:
+                                      error + "\n" + launched.tail())
+        if full:  # the environment's: an error whatever a path makes of a failed phase
+            failed = error_result(nodeid, phase, full, launched.tail(), timings)
+            failed.fault = True
+            return rec, failed
+    if rec is None:
         code = launched.returncode
         if code == -signal.SIGKILL:
             why = (f"was killed with SIGKILL without a result: out of memory? (the kernel's "
                    f"OOM killer sends SIGKILL; {memory})")
         else:
             why = f"crashed or exited early (exit code {code}) without a result ({memory})"
-        return rec, error_result(nodeid, phase, why, launched.tail(), timings)
-    notes.extend(n for n in rec.get("reclaimed") or [] if n not in notes)
-    if rec.get("escaped"):
-        return rec, error_result(nodeid, phase, confinement.escaped(rec["escaped"]), "", timings)
-    if rec.get("error"):
-        text = rec["error"].rstrip()
+        return None, error_result(nodeid, phase, why, launched.tail(), timings)
+    notes.extend(str(n) for n in rec.reclaimed or [] if str(n) not in notes)
+    if rec.escaped:
+        return rec, error_result(nodeid, phase, confinement.escaped(list(map(str, rec.escaped))),
+                                 "", timings)
+    if error:
+        text = error.rstrip()
         oom = next((m for m in _OUT_OF_MEMORY if m in text or m in launched.tail()), None)
         why = (f"ran out of memory ({oom}; {memory}):\n" if oom else "failed:\n") + text
-        return rec, error_result(nodeid, phase, why, "" if rec.get("ran") else launched.tail(),
+        return rec, error_result(nodeid, phase, why, "" if rec.ran else launched.tail(),
                                  timings)
     return rec, None
 

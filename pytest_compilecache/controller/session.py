@@ -21,6 +21,7 @@ from pytest_compilecache import paths
 from pytest_compilecache.controller import diskspace
 from pytest_compilecache.controller.check import CheckRun
 from pytest_compilecache.controller.item import CheckItem
+from pytest_compilecache.controller.limits import LATER_FACTOR, LATER_FLOOR_S
 from pytest_compilecache.controller.keyhistory import KeyHistory
 from pytest_compilecache.controller.ledger import Ledger
 from pytest_compilecache.controller.progress import Progress
@@ -32,6 +33,7 @@ from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher, py
 from pytest_compilecache.launch.preloaded import PreloadedLauncher
 from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.model import CheckResult
+from pytest_compilecache.options import DEFAULT_TIMEOUT_S
 from pytest_compilecache.settings import Settings
 from pytest_compilecache.paths.base import WarmStartPath
 from pytest_compilecache.render import report, terminal
@@ -286,7 +288,11 @@ class CompileCacheSession:
 
         s = self.settings
         data = report.build_report(
-            self.results, {"device": s.device, "timeout_s": s.timeout, "threads": s.threads,
+            self.results, {"device": s.device, "timeout_s": s.timeout or DEFAULT_TIMEOUT_S,
+                           # without the option, a phase that starts warm: controller/limits.py
+                           "timeout_warm_start": "given" if s.timeout else
+                           f"{LATER_FACTOR:.0f}x the first phase, {LATER_FLOOR_S:.0f}-"
+                           f"{DEFAULT_TIMEOUT_S:.0f} s", "threads": s.threads,
                            "warm_tolerance": s.warm_tolerance,
                            "eager_tolerance": s.eager_tolerance, "job_id": s.job_id,
                            "baseline": s.baseline,

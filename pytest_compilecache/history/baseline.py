@@ -23,6 +23,7 @@ from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
 from pytest_compilecache.launch.launcher import SubprocessLauncher, pytest_child_flags
 from pytest_compilecache.history.store import ManifestStore
+from pytest_compilecache.terms import LIST_CHECKS_ENV
 
 
 def _entry_point_installed() -> bool:
@@ -58,8 +59,6 @@ def record(tree: Path, pytest_args: Sequence[str], store: Path, options: Sequenc
     return 124 if launched.timed_out else int(launched.returncode or 0)
 
 
-# the file a collect-only session writes its checks' node ids to (`collect_checks`)
-LIST_CHECKS_ENV = "PYTEST_COMPILECACHE_LIST_CHECKS"
 
 
 def collect_checks(tree: Path, pytest_args: Sequence[str], options: Sequence[str], log: Path,

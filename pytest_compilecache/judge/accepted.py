@@ -19,6 +19,8 @@ from pytest_compilecache.layers import unknown_layers
 from pytest_compilecache.model import CheckResult
 
 ACCEPTABLE = ("miss", "bypass")  # an `off` set in code is a switch to remove, not a cost
+MARKER = "compile_cache_accept"
+SESSION = "--compile-cache-accept"
 
 
 def marker_problem(args: Sequence[object], kwargs: Mapping[str, object],
@@ -32,8 +34,6 @@ def marker_problem(args: Sequence[object], kwargs: Mapping[str, object],
     return unknown_layers([str(a) for a in args], known)
 
 
-MARKER = "compile_cache_accept"
-
 
 @dataclass(frozen=True)
 class Accepted:
@@ -44,8 +44,6 @@ class Accepted:
     def __str__(self) -> str:
         return self.by + (f" ({self.reason})" if self.reason else "")
 
-
-SESSION = "--compile-cache-accept"
 
 
 def acceptance(session: Sequence[str], marker: Sequence[str] = (), where: str = "",

@@ -77,7 +77,12 @@ def registry(pluginmanager: Optional[Any] = None) -> Registry:
     reg = builtin()
     if pluginmanager is None:
         return reg
-    for found in pluginmanager.hook.pytest_compilecache_warm_start_paths():
+    try:
+        every = pluginmanager.hook.pytest_compilecache_warm_start_paths()
+    except Exception as e:  # a conftest's hook that raises: named, not a traceback
+        raise ValueError(f"pytest_compilecache_warm_start_paths raised {type(e).__name__}: "
+                         f"{e}") from None
+    for found in every:
         for cls in found or ():
             where = f"{getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', cls)!s}"
             if not (isinstance(cls, type) and issubclass(cls, WarmStartPath)):

@@ -45,6 +45,13 @@ class PhasePlan:
     #                            (controller/variants.py), taken in turns; skipped for a
     #                            test with no other variant in the session
 
+    @property
+    def starts_warm(self) -> bool:
+        """It starts from what the first phase built (its root, or the artifact it
+        saved), so it compiles less than that phase did (controller/limits.py)."""
+        return not self.shared_root and not self.at_baseline and (
+            not self.fresh_root or self.artifact == "load")
+
 
 class WarmStartPath:
     """A plan of phases, the rule that judges them, and the child's part in each phase.

@@ -20,7 +20,8 @@ SCHEMA = "pytest-compilecache/report"
 # 2: the verdict n/a (a warm-start path torch or the workload cannot take), its count
 # 3: a graph row that needs no explaining keeps its components' digest, not them
 #    (judge/keyed.graph_rows); versions 1 and 2 are still read
-SCHEMA_VERSION = 3
+# 4: a layer's state `accepted` and its `accepted` (who accepted the cost); 1-3 still read
+SCHEMA_VERSION = 4
 
 
 def now() -> str:
