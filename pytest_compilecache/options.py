@@ -162,8 +162,8 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "device the checks compile for: auto (CUDA when available, else CPU), cpu or cuda"),
     ("timeout", "string", None, parse_timeout,
      "seconds one phase (cold or warm) of a check may run before its process group is "
-     f"killed (default: {DEFAULT_TIMEOUT_S:.0f} for a check's first phase, 4x its "
-     "seconds, at least 300, for each later one)"),
+     f"killed (default: {DEFAULT_TIMEOUT_S:.0f} for a phase that compiles; 4x the first "
+     "phase's seconds, at least 300, for one that starts warm from its caches)"),
     ("warm-tolerance", "string", "bitwise", parse_tolerance,
      "how warm outputs must match cold ones: bitwise (default) or ATOL[,RTOL] for a "
      "nondeterministic kernel"),

@@ -282,7 +282,7 @@ def test_help_shows_defaults_and_hides_the_internal_option(pytester: pytest.Pyte
     out = pytester.runpytest_subprocess("--help").stdout.str()
     assert "--compile-cache-select" not in out
     flat = " ".join(out.split())  # the help wraps its lines
-    assert "(default: 1800 for a check's first phase, 4x its seconds" in flat
+    assert "(default: 1800 for a phase that compiles; 4x the first phase's seconds" in flat
     assert "(default: 7200)" in flat and "compile_cache_check (bool)" in out
 
 
