@@ -61,7 +61,22 @@ class Launched:
     timeout: Optional[float] = None
 
 
-class ReplayLauncher:
+class _Lifecycle:
+    """The Launcher protocol's start, preload and close, noted for the tests to read."""
+    started = closed = False
+    preloaded: List[str]
+
+    def start(self, env: Mapping[str, str], cwd: str) -> None:
+        self.started = True
+
+    def preload(self, modules: Sequence[str]) -> None:
+        self.preloaded.extend(modules)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ReplayLauncher(_Lifecycle):
     """Replays `record` (one of tests/data/records/*.json, as `load_record` reads it):
     its `recs[phase]` and `snaps[phase]` for each phase the controller runs. A phase the
     record lacks takes the record of `stands_for[phase]` (the repeat run and the deploy
@@ -78,16 +93,7 @@ class ReplayLauncher:
         self.started = self.closed = False
         self.preloaded: List[str] = []
 
-    # -- the Launcher protocol -------------------------------------------------------------
-    def start(self, env: Mapping[str, str], cwd: str) -> None:
-        self.started = True
-
-    def preload(self, modules: Sequence[str]) -> None:
-        self.preloaded.extend(modules)
-
-    def close(self) -> None:
-        self.closed = True
-
+    # -- the Launcher protocol: start, preload and close from _Lifecycle ----------------------
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
             timeout: Optional[float], lane: int = 0) -> LaunchResult:
         spec = json.loads(Path(env[CHILD_SPEC_ENV]).read_text())
@@ -180,7 +186,7 @@ def remove_files(root: Path, match: Callable[[str], bool]) -> List[str]:
     return sorted(gone)
 
 
-class SessionReplay:
+class SessionReplay(_Lifecycle):
     """A session's launcher: each check's phases replayed from its own record, chosen by
     the node id in the phase's spec (records keyed by their `nodeid`)."""
 
@@ -188,15 +194,6 @@ class SessionReplay:
         self.by_check = {r["nodeid"]: ReplayLauncher(r) for r in records}
         self.started = self.closed = False
         self.preloaded: List[str] = []
-
-    def start(self, env: Mapping[str, str], cwd: str) -> None:
-        self.started = True
-
-    def preload(self, modules: Sequence[str]) -> None:
-        self.preloaded.extend(modules)
-
-    def close(self) -> None:
-        self.closed = True
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
             timeout: Optional[float], lane: int = 0) -> LaunchResult:
