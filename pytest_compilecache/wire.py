@@ -5,7 +5,7 @@ pytest.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional, TypedDict, Union
 
 from pytest_compilecache.wirejson import Wire
@@ -86,22 +86,6 @@ class GraphEvents(Wire):
 
 
 @dataclass
-class PtxasPath(Wire):
-    start: Optional[str] = None
-    end: Optional[str] = None
-
-
-@dataclass
-class KernelInfo(Wire):
-    triton_listener: bool = False
-    triton_compiled: Optional[int] = None      # None without the listener (triton < 3.6)
-    triton_disk_hits: Optional[int] = None
-    kernels_via_triton_compile: int = 0
-    autotune_cache_states: List[str] = field(default_factory=list)
-    ptxas_path: Optional[PtxasPath] = None
-
-
-@dataclass
 class LayerConfig(Wire):
     """Whether this torch has a layer and its config enables it, and why not."""
     enabled: bool = True
@@ -110,15 +94,6 @@ class LayerConfig(Wire):
     off: bool = False      # a setting switched it off (its row reads `off`, not `n/a`)
     in_code: bool = False  # ...the test's own code did: the check fails
     setting: Optional[str] = None  # that setting, "torch._inductor.config.fx_graph_cache = False"
-
-
-@dataclass
-class TuningRecord(Wire):
-    """What the tuning spy (child/tuning.py) saw: kind -> kernels or ops really tuned."""
-    seen: Dict[str, List[str]] = field(default_factory=dict)
-    why: Dict[str, str] = field(default_factory=dict)        # kernel -> its stored result
-    watched: Dict[str, str] = field(default_factory=dict)    # kind -> the method wrapped
-    unwatched: Dict[str, str] = field(default_factory=dict)  # kind -> why not
 
 
 @dataclass
@@ -152,19 +127,27 @@ class DynamoRecord(Wire):
 
 @dataclass
 class CacheRecord(Wire):
-    """What a phase's caches did (probe.py's CacheObserver.record)."""
+    """What a phase's caches did (probe.py's CacheObserver.record): what every layer
+    reads (counters, each graph's cache lookups and profile reads, Dynamo's frame
+    compiles, each layer's config) and, in `sections`, each layer's own observer's
+    record under the layer's `section` key, as written: the layer types it
+    (`CacheLayer.section_of`)."""
     wall_s: Optional[float] = None
     counters: Dict[str, Dict[str, int]] = field(default_factory=dict)
     graphs: Dict[str, GraphEvents] = field(default_factory=dict)
-    kernels: KernelInfo = field(default_factory=KernelInfo)
     recompile_reasons: List[str] = field(default_factory=list)
     dynamo: DynamoRecord = field(default_factory=DynamoRecord)
-    tuning: Optional[TuningRecord] = None
     layer_config: Dict[str, LayerConfig] = field(default_factory=dict)
+    sections: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Any) -> "CacheRecord":
+        if isinstance(data, cls):
+            return data
         rec = super().from_json(data)
+        if isinstance(data, dict):  # every key no field reads is a layer's section
+            known = {f.name for f in fields(cls)}
+            rec.sections = {k: v for k, v in data.items() if k not in known}
         for cid, g in rec.graphs.items():  # each entry knows its graph
             for e in g.fx_graph + g.aot_autograd:
                 e.compile_id = cid

@@ -7,6 +7,7 @@ module (the verdict, the renderers and the report read the registry)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
@@ -15,6 +16,7 @@ from pytest_compilecache import layers
 from pytest_compilecache.layers.base import CacheLayer, LayerInputs
 from pytest_compilecache.model import CheckResult, LayerVerdict
 from pytest_compilecache.render import lines, markdown, report
+from pytest_compilecache.wirejson import Wire
 
 
 class ToyBundles(CacheLayer):
@@ -97,6 +99,105 @@ def test_a_file_the_warm_run_wrote_under_its_claim_is_its_miss(toy: CacheLayer) 
     assert res.verdict == "fail"
     assert res.problems == ["toy_bundle: miss - the warm run wrote 1 new file(s) for this layer"]
     assert "    warm wrote (toy_bundle): inductor/zz/kernel.toybundle" in lines.failure_lines(res)
+
+
+@dataclass
+class ReluCalls(Wire):
+    """The toy observer's record section, typed by its layer."""
+    calls: int = 0
+
+
+class ReluObserver:
+    """A layer's own child-side observer: counts F.relu calls in the workload."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.original: Any = None
+
+    def start(self) -> None:
+        import torch.nn.functional as F
+
+        self.original = F.relu
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return self.original(*args, **kwargs)
+
+        F.relu = counted
+
+    def stop(self) -> None:
+        import torch.nn.functional as F
+
+        F.relu = self.original
+
+    def record(self, trace: Any) -> Dict[str, Any]:
+        return {"calls": self.calls}
+
+
+class ObservedToy(ToyBundles):
+    name = "toy_observed"
+    observer = "test_extension_points:ReluObserver"
+    section, record_type = "toy_relu", ReluCalls
+
+    def judge(self, inputs: LayerInputs) -> Tuple[LayerVerdict, List[str]]:
+        cold, warm = self.section_of(inputs.cold), self.section_of(inputs.warm)
+        lv = LayerVerdict(state="hit" if cold and warm and warm.calls <= cold.calls else "miss",
+                          cold=f"{cold.calls if cold else '?'} relu", warm=f"{warm.calls} relu")
+        return lv, []
+
+
+def test_a_layers_own_observer_runs_around_the_workload_and_writes_its_section() -> None:
+    """The child's CacheObserver starts the layer's observer (named by "module:Class",
+    imported in the child only), stops it with the rest, and writes its record under the
+    layer's section, which the layer reads back typed."""
+    import torch
+    import torch.nn.functional as F
+
+    from pytest_compilecache.child.probe import CacheObserver
+    from pytest_compilecache.wire import CacheRecord
+
+    builtin, before = layers.REGISTRY, F.relu
+    layers.register(ObservedToy())
+    try:
+        obs = CacheObserver()
+        obs.start()
+        torch.nn.ReLU()(torch.ones(2))
+        F.relu(torch.ones(2))
+        obs.stop()
+        raw = json.loads(json.dumps(obs.record()))
+        layer = layers.REGISTRY[-1]
+        assert F.relu is before  # put back at stop
+        assert raw["toy_relu"] == {"calls": 2}
+        section = layer.section_of(CacheRecord.from_json(raw))
+        assert section == ReluCalls(calls=2)
+        # the built-in layers' own sections sit beside it
+        assert raw["tuning"]["watched"] and "triton_listener" in raw["kernels"]
+        inputs = LayerInputs(cold=CacheRecord.from_json(raw), warm=CacheRecord.from_json(
+            {**raw, "toy_relu": {"calls": 3}}))
+        assert layer.judge(inputs)[0].state == "miss"
+    finally:
+        layers.use(builtin)
+
+
+def test_an_observer_that_cannot_be_made_names_its_layer_and_installs_nothing() -> None:
+    import logging
+
+    from pytest_compilecache.child.probe import CacheObserver
+    from pytest_compilecache.child.tracelog import TRACE_LOGGER
+
+    class Broken(ToyBundles):
+        name, observer, section = "toy_broken", "no_such_module_here:Observer", "toy_broken"
+
+    builtin = layers.REGISTRY
+    handlers = list(logging.getLogger(TRACE_LOGGER).handlers)
+    layers.register(Broken())
+    try:
+        with pytest.raises(RuntimeError, match="the toy_broken layer's observer "
+                                               "'no_such_module_here:Observer' could not"):
+            CacheObserver().start()
+        assert logging.getLogger(TRACE_LOGGER).handlers == handlers
+    finally:
+        layers.use(builtin)
 
 
 def test_without_it_the_registry_is_the_builtin_one() -> None:

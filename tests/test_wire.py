@@ -12,11 +12,14 @@ import pytest
 
 from pytest_compilecache import paths
 from pytest_compilecache.judge import verdict
-from pytest_compilecache.layers import autotune, keys
+from pytest_compilecache.layers import REGISTRY, autotune, keys
+from pytest_compilecache.layers.kernels import kernel_info
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.wire import (WIRE_VERSION, CacheEntry, CacheRecord, ColdComparison,
                                       EagerComparison, PhaseRecord, phase_records)
 from pytest_compilecache.wirejson import Wire
+
+LAYER = {layer.name: layer for layer in REGISTRY}
 
 DATA = Path(__file__).parent / "data"
 
@@ -77,16 +80,22 @@ def test_a_real_record_reads_what_the_child_wrote(raw: Dict[str, Any]) -> None:
 
 
 def test_the_gpu_records_read_their_tuning_and_kernels() -> None:
+    """Each layer reads its own section of the cache record, typed by the layer."""
+    from pytest_compilecache.layers.kernels import KernelInfo
+    from pytest_compilecache.layers.tuning import TuningRecord
+
     raw = json.loads((DATA / "autotune_gpu" / "mlp_max_autotune.json").read_text())["warm"]
     rec = PhaseRecord.from_json(raw)
     assert rec.phase == "warm" and rec.device_name == "NVIDIA H100 80GB HBM3"
-    assert rec.cache.tuning is not None
-    assert rec.cache.tuning.watched == raw["cache"]["tuning"]["watched"]
-    assert rec.cache.tuning.seen == raw["cache"]["tuning"]["seen"]
+    tuned = LAYER["autotune"].section_of(rec.cache)
+    assert isinstance(tuned, TuningRecord)
+    assert tuned.watched == raw["cache"]["tuning"]["watched"]
+    assert tuned.seen == raw["cache"]["tuning"]["seen"]
     assert rec.cache.counter("inductor", "select_algorithm_autotune") == 2
-    assert rec.cache.kernels.autotune_cache_states == raw["cache"]["kernels"][
-        "autotune_cache_states"]
-    assert rec.cache.kernels.triton_listener is False  # cut from the record: the default
+    kernels = LAYER["kernels"].section_of(rec.cache)
+    assert isinstance(kernels, KernelInfo)
+    assert kernels.autotune_cache_states == raw["cache"]["kernels"]["autotune_cache_states"]
+    assert kernels.triton_listener is False  # cut from the record: the default
     # the judges read it typed or as JSON alike
     assert autotune.autotune_benchmarks(rec.cache) == autotune.autotune_benchmarks(raw["cache"])
 
@@ -101,10 +110,10 @@ def test_missing_keys_read_as_the_judges_defaults() -> None:
         assert rec.notes == [] and rec.compare_eager is None and rec.compare_cold is None
         assert rec.cache == CacheRecord()
         assert rec.cache.counter("frames", "total") == 0
-        assert rec.cache.tuning is None and rec.cache.layer_config == {}
-        assert rec.cache.kernels.triton_compiled is None
-        assert rec.cache.kernels.kernels_via_triton_compile == 0
-        assert rec.cache.kernels.ptxas_path is None
+        assert rec.cache.sections == {} and rec.cache.layer_config == {}
+        kernels = kernel_info(rec.cache)
+        assert kernels.triton_compiled is None and kernels.kernels_via_triton_compile == 0
+        assert kernels.ptxas_path is None
         assert rec.cache.dynamo.resets == 0 and rec.cache.dynamo.compiles == []
         art = rec.artifact
         assert art.na is None and art.error is None and art.files == {} and art.bytes == 0
@@ -113,7 +122,8 @@ def test_missing_keys_read_as_the_judges_defaults() -> None:
     rec = PhaseRecord.from_json({"compare_eager": {}, "compare_cold": None,
                                  "cache": {"tuning": {}, "kernels": {"ptxas_path": {}}}})
     assert rec.compare_eager is None and rec.compare_cold is None
-    assert rec.cache.tuning is None and rec.cache.kernels.ptxas_path is None
+    assert LAYER["autotune"].section_of(rec.cache) is None
+    assert kernel_info(rec.cache).ptxas_path is None
     # inside a section: the defaults each judge used
     m = EagerComparison.from_json({"ok": False, "mismatches": [{"name": "out"}]})
     assert m.mismatches[0].message == "" and m.mismatches[0].float64 is None
@@ -139,7 +149,7 @@ def test_unknown_keys_are_skipped() -> None:
            "compare_cold": {"ok": True, "mode": "bitwise", "mismatches": [],
                             "new_stat": 0.5}}
     rec = PhaseRecord.from_json(raw)
-    assert rec.cache.counter("frames", "total") == 3 and rec.cache.kernels.triton_compiled == 2
+    assert rec.cache.counter("frames", "total") == 3 and kernel_info(rec.cache).triton_compiled == 2
     assert [(e.compile_id, e.key, e.state) for e in rec.cache.entries("fx_graph")] == [
         ("0/0", "k", "hit")]
     assert rec.compare_cold is not None and rec.compare_cold.ok is True

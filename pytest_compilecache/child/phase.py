@@ -185,7 +185,8 @@ class ChildPlugin:
         after it, the observers off and the cache dirs verified. An exception in it is
         the phase's error."""
         self.reclaim_cache_settings()
-        self.observer.start()  # imports torch._dynamo: part of setup, not of the workload
+        with self.step("starting the cache observers"):
+            self.observer.start()  # imports torch._dynamo: part of setup, not the workload
         self.mark("workload_start")  # a warm start begins with loading the artifact
         try:
             if load:

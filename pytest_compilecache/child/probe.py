@@ -1,14 +1,17 @@
 """In-process observation of torch.compile's cache layers (runs in the child).
 
-Stable hooks only, each feature-detected so torch 2.5-2.13 all work:
-counters (`torch._dynamo.utils.counters`), the structured-trace logger
-`torch.__trace` (cache keys, components, bypass reasons, PGO reads/writes), on
-triton >= 3.6 the compilation listener, and the methods that autotune (`tuning`):
-torch replays the cold compile's inductor counters on an FX-graph cache hit, so no
-counter that a compile increments says what the warm process did. No pytest import.
+What every layer reads, through stable hooks only, each feature-detected so torch
+2.5-2.15 all work: counters (`torch._dynamo.utils.counters`), the structured-trace logger
+`torch.__trace` (cache keys, components, bypass reasons, PGO reads/writes), Dynamo's
+frame compiles and resets; and each layer's own observer where the layer names one
+(`CacheLayer.observer`: the kernels layer's Triton listener, the autotune layer's tuning
+spy), whose record is that layer's section. torch replays the cold compile's inductor
+counters on an FX-graph cache hit, so no counter that a compile increments says what
+the warm process did. No pytest import.
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import time
@@ -19,9 +22,7 @@ from pytest_compilecache.child.settings import SwitchWatch
 from pytest_compilecache.child.tracelog import (AOT_LOGGER, DYNAMO_LOGGER, TRACE_LOGGER,
                                                 AotDebugHandler, LimitHandler, TraceHandler,
                                                 parse_components)
-from pytest_compilecache.child.tuning import TuningSpy
 
-PTXAS_ENV = "TRITON_PTXAS_PATH"
 COUNTER_GROUPS = ("aot_autograd", "inductor", "dynamo_cache", "stats", "frames")
 
 
@@ -58,6 +59,24 @@ def current_job_id() -> Optional[str]:
     cfg = getattr(torch.compiler, "config", None)
     value = getattr(cfg, "job_id", None) if cfg is not None else None
     return value or job_id_from_env(os.environ)
+
+
+def layer_observers() -> Dict[str, Any]:
+    """Each registered layer's own observer, by its record section: the class its
+    `observer` names ("module:Class"), imported here, in the phase child, only."""
+    from pytest_compilecache.layers import REGISTRY
+
+    out: Dict[str, Any] = {}
+    for layer in REGISTRY:
+        if not layer.observer:
+            continue
+        module, _, name = layer.observer.partition(":")
+        try:
+            out[layer.section or layer.name] = getattr(importlib.import_module(module), name)()
+        except Exception as e:
+            raise RuntimeError(f"the {layer.name} layer's observer {layer.observer!r} could "
+                               f"not be made: {type(e).__name__}: {e}") from e
+    return out
 
 
 def _try(fn: Callable[[], Any]) -> Any:
@@ -98,15 +117,13 @@ class CacheObserver:
         self.resets: List[int] = []  # one per torch._dynamo.reset() the workload called
         self.code_ids: Dict[str, Any] = {}  # code -> its PGO CodeId's closure hash
         self.user_code: Dict[str, str] = {}  # torch's wrapper code -> the user's it calls
-        self.triton_listener = False
-        self.tuning = TuningSpy()
+        self.layers: Dict[str, Any] = {}  # record section -> a layer's own observer
         self._restore: List[Callable[[], None]] = []
         self._before: Dict[str, Dict[str, int]] = {}
         self._after: Dict[str, Dict[str, int]] = {}
         self.wall_s = 0.0
         self._t0 = 0.0
         self.stopped = False
-        self._ptxas_at_start: Optional[str] = None
         from pytest_compilecache.layers import REGISTRY
 
         self.switches = SwitchWatch(s for layer in REGISTRY for s in layer.switches)
@@ -115,8 +132,11 @@ class CacheObserver:
     def start(self) -> None:
         from torch._dynamo.utils import counters
 
-        self._ptxas_at_start = os.environ.get(PTXAS_ENV)
+        # the registry as the test's conftests left it: a layer they registered is observed
+        from pytest_compilecache.layers import REGISTRY
 
+        self.layers = layer_observers()
+        self.switches = SwitchWatch(s for layer in REGISTRY for s in layer.switches)
         tl = logging.getLogger(TRACE_LOGGER)
         th = TraceHandler(self.events)
         old_trace = (tl.level, tl.propagate)
@@ -151,11 +171,15 @@ class CacheObserver:
         lh = LimitHandler(self.limit_hits)
         dl.addHandler(lh)  # its level and output stay the user's
         self._restore.append(lambda: dl.removeHandler(lh))
-        self._install_triton_listener()
         self._count_resets()
         self._record_code_ids()
-        self.tuning.start()
-        self._restore.append(self.tuning.stop)
+        for observer in self.layers.values():
+            try:
+                observer.start()
+            except Exception:  # what was installed comes off again: the phase is an error
+                self.stop()
+                raise
+            self._restore.append(observer.stop)
         self.switches.start()
         self._before = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
         self._t0 = time.perf_counter()
@@ -206,27 +230,6 @@ class CacheObserver:
 
         pgo.CodeId.make = staticmethod(recorded)  # type: ignore[method-assign]
         self._restore.append(lambda: setattr(pgo.CodeId, "make", raw))
-
-    def _install_triton_listener(self) -> None:
-        try:
-            from triton import knobs  # type: ignore[import-not-found]  # triton >= 3.6
-
-            prev = knobs.compilation.listener
-        except Exception:
-            return
-        sink = self.triton_compiles
-
-        def listener(*, src: Any, metadata: Any, metadata_group: Any, times: Any,
-                     cache_hit: Any, **kw: Any) -> None:
-            name = metadata.get("name") if isinstance(metadata, dict) else None
-            sink.append({"name": name, "cache_hit": bool(cache_hit)})
-            if prev:
-                prev(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
-                     cache_hit=cache_hit, **kw)
-
-        knobs.compilation.listener = listener
-        self._restore.append(lambda: setattr(knobs.compilation, "listener", prev))
-        self.triton_listener = True
 
     def stop(self) -> None:
         from torch._dynamo.utils import counters
@@ -299,32 +302,10 @@ class CacheObserver:
         return {"compiles": out, "limit_hits": list(self.limit_hits), "resets": len(self.resets),
                 "code_ids": dict(self.code_ids), "user_code": dict(self.user_code)}
 
-    def kernel_info(self) -> Dict[str, Any]:
-        autotune_states: List[str] = []
-        via_triton = 0
-        for name, _, data in self.events:
-            if name == "triton_kernel_info" and isinstance(data, dict):
-                for v in data.values():
-                    via_triton += 1
-                    if isinstance(v, dict) and v.get("autotune_cache_state"):
-                        autotune_states.append(str(v["autotune_cache_state"]))
-        return {
-            "triton_listener": self.triton_listener,
-            "triton_compiled": (sum(not e["cache_hit"] for e in self.triton_compiles)
-                                if self.triton_listener else None),
-            "triton_disk_hits": (sum(e["cache_hit"] for e in self.triton_compiles)
-                                 if self.triton_listener else None),
-            "kernels_via_triton_compile": via_triton,
-            "autotune_cache_states": autotune_states,
-            # torch 2.11 sets it lazily on some compile paths; ptxas's version is in Triton's key
-            "ptxas_path": {"start": self._ptxas_at_start, "end": os.environ.get(PTXAS_ENV)},
-        }
-
     def record(self) -> Dict[str, Any]:
+        sections = {name: obs.record(self.events) for name, obs in self.layers.items()}
         return {"wall_s": round(self.wall_s, 3), "counters": self.counters(),
-                "graphs": self.graphs(), "kernels": self.kernel_info(),
-                "recompile_reasons": self.recompile_reasons(),
+                "graphs": self.graphs(), "recompile_reasons": self.recompile_reasons(),
                 "dynamo": self.frame_compiles(),
-                "tuning": self.tuning.record(),
                 "layer_config": self.layer_config if self.layer_config is not None
-                else layer_config(self.switches.origins())}
+                else layer_config(self.switches.origins()), **sections}

@@ -107,7 +107,8 @@ REASON_SPIES = [
 
 
 class TuningSpy:
-    """start() before the workload, stop() after; record() is JSON."""
+    """The autotune layer's observer (layers/autotune.py names it): start() before the
+    workload, stop() after; record() is JSON, the layer's section of the record."""
 
     def __init__(self) -> None:
         self.seen: Dict[str, List[str]] = {k: [] for k in SPIES}  # kind -> kernels or ops
@@ -195,7 +196,7 @@ class TuningSpy:
                 pass
         self._undo.clear()
 
-    def record(self) -> Dict[str, Any]:
+    def record(self, trace: Any = None) -> Dict[str, Any]:
         return {"seen": {k: list(v) for k, v in self.seen.items()}, "why": dict(self.why),
                 "watched": dict(self.watched), "unwatched": dict(self.unwatched)}
 

@@ -26,8 +26,8 @@ import json
 import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
+from pytest_compilecache import layers
 from pytest_compilecache.layers import keys
-from pytest_compilecache.layers import KEYED
 from pytest_compilecache.terms import ENV_FIELDS, environment
 
 SCHEMA = "pytest-compilecache/manifest"
@@ -58,7 +58,7 @@ def check_entry(cache: Dict[str, Any], verdict: str) -> Dict[str, Any]:
     """The manifest entry of one check from a cold child's `cache` record."""
     graphs: Dict[str, Dict[str, Any]] = {}
     for cid, by_layer in sorted((cache.get("graphs") or {}).items()):
-        for layer in KEYED:
+        for layer in layers.KEYED:
             for e in by_layer.get(layer, []):
                 row = {"layer": layer, "compile_id": cid, "backward": e.get("backward", False),
                        "key": e.get("key"), "state": e.get("state"),

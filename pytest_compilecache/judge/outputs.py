@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
-from pytest_compilecache.layers import KEYED
+from pytest_compilecache import layers
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.wire import ColdComparison, EagerComparison, Mismatch, PhaseRecord
 from pytest_compilecache.terms import USABLE_REL
@@ -125,7 +125,7 @@ def _warm_differs(res: CheckResult, cmp_cold: ColdComparison, cold_is_other_code
     tiny = all(m.max_abs_diff is not None and m.max_abs_diff < TINY_DIFF
                and m.float64 is None and not m.random
                for m in cmp_cold.mismatches)
-    keyed = [res.layers[k].state for k in KEYED if k in res.layers]
+    keyed = [res.layers[k].state for k in layers.KEYED if k in res.layers]
     # an artifact path (keyed layers n/a) loaded its answer: that can be stale too
     loaded = "hit" in keyed or not any(st in ("miss", "bypass") for st in keyed)
     why = (" - tiny: a nondeterministic kernel (atomic adds in a backward, say) is "

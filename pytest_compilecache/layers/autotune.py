@@ -21,6 +21,8 @@ class Autotune(CacheLayer):
     observed = ("tuning that really ran in the phase (spied select_algorithm, "
                 "CachingAutotuner benchmarks, coordinate descent), never counters an "
                 "FX-graph hit replays")
+    observer = "pytest_compilecache.child.tuning:TuningSpy"
+    section, record_type = "tuning", tuning.TuningRecord
     heads = ("cache",)
     suffixes = (".best_config",)
     switches = (LOCAL_CACHE,)
@@ -51,7 +53,7 @@ def tuning_done(rec: CacheLike) -> Tuple[Dict[str, List[str]], List[str]]:
     each kind no spy could watch on this torch, a note: that kind is not counted, as its
     counter cannot tell (an FX-graph cache hit replays it from the cold compile)."""
     rec = CacheRecord.from_json(rec)
-    t = rec.tuning
+    t = tuning.TuningRecord.optional(rec.sections.get(Autotune.section))
     seen = tuning.summary(t) or {k: [] for k in tuning.KINDS}
     counters = {"select": rec.counter("inductor", "select_algorithm_autotune"),
                 "coordesc": rec.counter("inductor", "coordesc_tuning_bench")}
@@ -83,16 +85,17 @@ def autotune_layer(cc: CacheLike, wc: CacheLike, cold_files: List[str]
                       warm=f"{wb} tuned" + (f": {tuning.describe(ws)}" if wb else ""))
     if not cb and not cold_files:
         lv.state, lv.reasons = "n/a", ["no autotuning ran cold (max-autotune off, or one config)"]
-    uncached = set(tuning.untunable(wc.tuning))
+    wt = wc.sections.get(Autotune.section)
+    uncached = set(tuning.untunable(wt))
     missed = {k: [n for n in v if n not in uncached] for k, v in ws.items()}
     notes = []
     if uncached & {n for v in ws.values() for n in v}:
         notes.append("autotune: the warm run tuned kernel(s) no cache could spare: "
-                     + tuning.explain(wc.tuning, sorted(uncached))[0])
+                     + tuning.explain(wt, sorted(uncached))[0])
     if any(missed.values()):
         lv.state = "miss"
         lv.reasons.append(f"the warm run really tuned: {tuning.describe(missed)}")
-        lv.reasons += tuning.explain(wc.tuning, [n for v in missed.values() for n in v])
+        lv.reasons += tuning.explain(wt, [n for v in missed.values() for n in v])
     lv.reasons += degraded
     notes += [f"autotune: {d}" for d in degraded]  # shown whatever the state
     return lv, notes

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple, Type
 
 from pytest_compilecache.model import LayerVerdict
 from pytest_compilecache.wire import CacheRecord, LayerConfig
+from pytest_compilecache.wirejson import Wire
 
 # where each of TorchConfigs' config modules is imported from
 CONFIG_MODULES = {"inductor": "torch._inductor.config", "functorch": "torch._functorch.config",
@@ -136,6 +137,21 @@ class CacheLayer:
     tops: Tuple[str, ...] = ()
     suffixes: Tuple[str, ...] = ()
     switches: Tuple[Switch, ...] = ()  # the config flags `config` reads (child/settings.py)
+    # What the phase child runs to observe this layer beyond the trace every layer shares
+    # (child/observers.py): "module:Class", imported in the phase child only, with
+    # start(), stop() and record(trace) -> JSON. Its record is the cache record's
+    # `section` entry, read back typed by `record_type` (`section_of`).
+    observer = ""
+    section = ""
+    record_type: Optional[Type[Wire]] = None
+
+    def section_of(self, rec: CacheRecord) -> Any:
+        """This layer's own section of a phase's cache record, typed by `record_type`
+        (None where the phase wrote none: an older record, a failed phase)."""
+        raw = rec.sections.get(self.section) if self.section else None
+        if self.record_type is None:
+            return raw
+        return self.record_type.optional(raw)
 
     def owns_top(self, parts: List[str]) -> bool:
         return parts[0] in self.tops

@@ -4,18 +4,39 @@ with what did not carry it, or with the key that moved where the kernel is byte 
 the cold one's. Pure: reads typed cache records."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.layers.base import CacheLayer, Carrier, LayerInputs
 from pytest_compilecache.model import LayerVerdict
 from pytest_compilecache.wire import CacheRecord
+from pytest_compilecache.wirejson import Wire
+
+
+@dataclass
+class PtxasPath(Wire):
+    start: Optional[str] = None
+    end: Optional[str] = None
+
+
+@dataclass
+class KernelInfo(Wire):
+    """The layer's section of a cache record (child/triton.py's TritonObserver)."""
+    triton_listener: bool = False
+    triton_compiled: Optional[int] = None      # None without the listener (triton < 3.6)
+    triton_disk_hits: Optional[int] = None
+    kernels_via_triton_compile: int = 0
+    autotune_cache_states: List[str] = field(default_factory=list)
+    ptxas_path: Optional[PtxasPath] = None
 
 
 class Kernels(CacheLayer):
     name, short, short_md = "kernels", "kernels", "kernels"
     observed = ("Triton compiles in the phase (a compile listener where Triton has one) "
                 "and the kernel files the phase wrote")
+    observer = "pytest_compilecache.child.triton:TritonObserver"
+    section, record_type = "kernels", KernelInfo
     heads = ("triton",)
     tops = ("triton", "tmp")
     suffixes = (".so", ".cpp", ".o", ".h", ".cubin", ".ptx", ".ttir", ".ttgir", ".llir",
@@ -39,14 +60,15 @@ class Kernels(CacheLayer):
                 inputs.triton_dir, paths), inputs.cold, inputs.warm)
 
     def load_compiles(self, warm: CacheRecord) -> List[str]:
-        n = warm.kernels.triton_compiled or 0
+        n = kernel_info(warm).triton_compiled or 0
         return [f"{n} Triton kernel(s) compiled"] if n else []
 
     def unpacked(self, warm: CacheRecord, paths: List[str]) -> Tuple[List[str], Optional[str]]:
         """Files in the Triton cache that no Triton compile wrote: the FX entries bundle
         their kernels, and a load writes them out. Only when Triton's compile listener
         ran and counted no compile; without it every such file stays suspect."""
-        if not warm.kernels.triton_listener or warm.kernels.triton_compiled:
+        info = kernel_info(warm)
+        if not info.triton_listener or info.triton_compiled:
             return [], None
         unpacked = [p for p in paths if p.startswith("triton/")]
         if not unpacked:
@@ -64,9 +86,14 @@ class Kernels(CacheLayer):
         return True
 
 
+def kernel_info(rec: CacheRecord) -> KernelInfo:
+    """A phase's kernels section (empty where it wrote none)."""
+    return KernelInfo.from_json(rec.sections.get(Kernels.section))
+
+
 def kernels_layer(cc: CacheRecord, wc: CacheRecord, cold_kernel_files: List[str]
                   ) -> LayerVerdict:
-    ck, wk = cc.kernels, wc.kernels
+    ck, wk = kernel_info(cc), kernel_info(wc)
     lv = LayerVerdict(state="hit", cold=f"{len(cold_kernel_files)} file(s) built")
     warm_compiled = wk.triton_compiled or 0
     lv.warm = "no new file"
@@ -91,7 +118,7 @@ def explain_identical_recompiles(lv: LayerVerdict, twins: List[Dict[str, str]],
         f"another Triton key: the key changed outside the kernel source (its toolchain "
         f"part, e.g. the ptxas version; Triton options; TRITON_* env vars): {names}")
     for phase, rec in (("cold", cc), ("warm", wc)):
-        ptxas = rec.kernels.ptxas_path
+        ptxas = kernel_info(rec).ptxas_path
         if ptxas is not None and ptxas.start != ptxas.end:
             lv.reasons.append(
                 f"TRITON_PTXAS_PATH changed during the {phase} run ({ptxas.start!r} -> "

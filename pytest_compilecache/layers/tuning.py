@@ -6,10 +6,22 @@ torch runs it and not from its counters). Pure.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
-from pytest_compilecache.wire import TuningRecord
 from pytest_compilecache.terms import NO_CACHE
+from pytest_compilecache.wirejson import Wire
+
+
+@dataclass
+class TuningRecord(Wire):
+    """The autotune layer's section of a cache record: what the tuning spy
+    (child/tuning.py) saw, kind -> kernels or ops really tuned."""
+    seen: Dict[str, List[str]] = field(default_factory=dict)
+    why: Dict[str, str] = field(default_factory=dict)        # kernel -> its stored result
+    watched: Dict[str, str] = field(default_factory=dict)    # kind -> the method wrapped
+    unwatched: Dict[str, str] = field(default_factory=dict)  # kind -> why not
+
 
 # a phase's tuning record (`TuningSpy.record()`), typed or as the child wrote it
 TuningLike = Union[None, Dict[str, Any], TuningRecord]
