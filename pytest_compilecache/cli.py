@@ -114,6 +114,41 @@ def cmd_show(args: argparse.Namespace) -> int:
         if r.verdict not in OK_VERDICTS:
             print("\n".join(tx.failure_lines(r)) + "\n")
     print("\n".join(tx.summary_lines(results)))
+    for t in data.get("trend") or []:  # the history the session read from the store
+        if isinstance(t, dict):
+            print(f"\ntrend (environment {str(t.get('environment', '?'))[:12]}):")
+            print("\n".join(trend_lines(t)))
+    return EXIT_OK
+
+
+def trend_lines(t: Dict[str, Any]) -> List[str]:
+    from pytest_compilecache.history import trend
+
+    return [str(t["error"])] if t.get("error") else trend.table_lines(t)
+
+
+def cmd_trend(args: argparse.Namespace) -> int:
+    """The store's last commits per environment, as the report's trend shows them."""
+    from pytest_compilecache.history import git as history, trend
+    from pytest_compilecache.history.store import DEFAULT_DIR, ManifestStore
+
+    if args.store:
+        root = Path(args.store)
+    else:
+        repo = history.repo_root(Path.cwd())
+        root = (repo or Path.cwd()) / DEFAULT_DIR
+    envs = sorted(p.name for p in (root / "manifests").glob("*") if p.is_dir())
+    if args.environment:
+        envs = [e for e in envs if e.startswith(args.environment)]
+    if not envs:
+        raise CliError(f"no manifests in {root}/manifests"
+                       + (f" for environment {args.environment}" if args.environment else "")
+                       + ": a session with --compile-cache-check records them")
+    store = ManifestStore(root)
+    for env in envs:
+        history_ = trend.commits(store.recent(env, 4 * args.commits + 20), last=args.commits)
+        print(f"environment {env}:")
+        print("\n".join(trend.table_lines(trend.to_json(history_, args.alert))))
     return EXIT_OK
 
 
@@ -347,6 +382,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--device", default=os.environ.get("PYTEST_COMPILECACHE_DEVICE", "auto"),
                    choices=("auto", "cpu", "cuda"))
     b.set_defaults(func=cmd_bisect)
+    t = sub.add_parser("trend", help="warm starts over the last commits in the store: cold "
+                       "and warm seconds, layer misses, and the commits flagged")
+    t.add_argument("--store", metavar="DIR",
+                   help="manifest store (default: .compilecache at the repo root)")
+    t.add_argument("-n", "--commits", type=int, default=10, metavar="N")
+    t.add_argument("--alert", type=float, default=2.0, metavar="X",
+                   help="flag warm/cold at X times the commit before's (default 2)")
+    t.add_argument("--environment", metavar="ID", help="only this environment (a prefix)")
+    t.set_defaults(func=cmd_trend)
     c = sub.add_parser("clean", help="remove the cache roots that checks kept (failing ones, "
                                      "or all with --compile-cache-keep) and what sessions "
                                      "that did not finish left in the temp dir; never what a "

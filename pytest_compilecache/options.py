@@ -90,6 +90,21 @@ def parse_jobs(value: str) -> int:
     return _count(value, "number of jobs per GPU")
 
 
+def parse_trend(value: str) -> int:
+    """How many commits the trend shows: 0 (none) or more."""
+    return 0 if value.strip() == "0" else _count(value, "number of commits")
+
+
+def parse_alert(value: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a multiple, e.g. 2 for 200%") from None
+    if not v > 1:
+        raise argparse.ArgumentTypeError(f"the alert multiple must be > 1, got {value!r}")
+    return v
+
+
 def parse_shard(value: str) -> Tuple[int, int]:
     """'I/N' with 1 <= I <= N: this machine's slice of the checks."""
     try:
@@ -206,6 +221,13 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "dynamo_pgo for a service that runs no PGO job id: shown as `accepted` with its "
      "reasons, not failed (one check: @pytest.mark.compile_cache_accept('dynamo_pgo', "
      "reason='...'))"),
+    ("trend", "string", "10", parse_trend,
+     "commits of warm-start history the report, the job summary and `pytest-compilecache "
+     "trend` show: each clean commit's checks in the store, their cold and warm seconds, "
+     "layer states and keys (0: none)"),
+    ("trend-alert", "string", "2", parse_alert,
+     "flag a check whose warm/cold share rose to this multiple of the commit before's "
+     "(default 2: twice it); a layer from hit to miss and changed keys are always flagged"),
     ("gpus", "string", "auto", parse_gpus,
      "GPUs the checks run on: auto (CUDA_VISIBLE_DEVICES, else every GPU; CUDA is never "
      "initialised to find them) or a list such as 0,1,3"),
@@ -238,6 +260,7 @@ _METAVARS = {"jobs-per-gpu": "K", "warm-on-other-gpu": "index|pinned",
              "job-id": "inherit|per-check|VALUE", "baseline": "REF",
              "allow-drift": "PATTERNS", "accept": "LAYERS",
              "shard": "I/N", "shard-times": "REPORT", "select": "FILE",
+             "trend": "N", "trend-alert": "X",
              "warm-tolerance": "ATOL,RTOL", "eager-tolerance": "ATOL,RTOL"}
 _FLAGS = (
     ("keep", "keep every check's cache root (default: keep failing ones)"),

@@ -44,6 +44,8 @@ class Settings:
     baseline_warm: bool = False
     repeat: bool = False
     manifest_only: bool = False
+    trend: int = 10  # commits of history the report shows (history/trend.py)
+    trend_alert: float = 2.0
     gpus: str = "auto"
     jobs_per_gpu: int = 2
     lock_dir: Optional[str] = None

@@ -22,6 +22,15 @@ if not os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="compilecache-tests-xdg-")
     atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
+# torch's switch for its CPU vector-ISA probes (torch/_inductor/cpu_vec_isa.py: without
+# it, the first CPU compile of every process whose cache dir holds no probe result
+# compiles and runs a small program per ISA the CPU flags name, ~7 of a cold MLP
+# compile's 16 s on a 2-core machine, and every cold phase here starts from an empty
+# cache dir). With it torch takes the best ISA the CPU flags name, as the probes do
+# where the compiler builds them; the models' kernels are compiled as before. Set for
+# every session and phase the tests start (they inherit it); a user's runs are untouched.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
+
 # The slow lane's modules, longest first (CI time, issue 39). `.ci/run` runs the lane
 # with `--dist loadfile --no-loadscope-reorder`: xdist hands each free worker the next
 # module in collection order, and without this order (xdist's own puts the modules with

@@ -22,6 +22,7 @@ from pytest_compilecache.controller.limits import PhaseLimit
 from pytest_compilecache.controller.outcome import blame_full_disk, phase_outcome
 from pytest_compilecache.controller.repeat import repeat_cold
 from pytest_compilecache.history import manifest as mf
+from pytest_compilecache.history import trend
 from pytest_compilecache.isolation import (CacheRoot, phase_env, private_settings,
                                            resolve_job_id, share_precompiled_headers)
 from pytest_compilecache.judge import accepted, confinement
@@ -227,6 +228,9 @@ class CheckRun:
         cold = self.recs.get("cold")
         if cold is not None and self.path.records_keys:
             entry = mf.check_entry(cold.raw.get("cache") or {}, result.verdict)
+            entry["run"] = trend.run_entry(result.timings.get("cold_s"),
+                                           result.timings.get("warm_s"),
+                                           {k: lv.state for k, lv in result.layers.items()})
             try:
                 history.store_entry(self.item.nodeid, cold.raw, entry, result)
             except OSError as e:  # a full store: this check errors, naming it; the session goes on
@@ -245,6 +249,12 @@ class CheckRun:
                 f"run wrote changed before the warm run read them (a full disk, a concurrent "
                 f"wipe, an interrupted copy?): " + "; ".join(self.damage[:5])
                 + (f" (+{len(self.damage) - 5} more)" if len(self.damage) > 5 else "")))
+        if history.store_path is not None and cold is not None:  # for the next session's order
+            from pytest_compilecache.history import times
+
+            with contextlib.suppress(OSError, TimeoutError):  # it only orders: never an error
+                times.record(history.store_path, self.item.nodeid, self.path.via,
+                             times.process_seconds(result.timings))
         result.leases = list(self.leases)
         result.notes.extend(self.notes)
         result.launch = dict(self.launches)

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_compilecache import layers
 from pytest_compilecache.case import marker_problem
+from pytest_compilecache.controller import order
 from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.role import Role
 from pytest_compilecache.judge import accepted
@@ -40,11 +41,9 @@ def checks_of(session: Any, config: pytest.Config, items: List[pytest.Item]) -> 
         from pytest_compilecache.render import shard
 
         index, count = session.settings.shard
-        try:
-            times = shard.times_from_report(session.settings.shard_times) \
-                if session.settings.shard_times else None
-        except shard.BadTimes as e:
-            raise pytest.UsageError(str(e)) from None
+        # only a report every machine is given balances the slices: each machine's own
+        # store may differ, and then slices would overlap or leave a check out
+        times = session.check_times() if session.settings.shard_times else None
         checks = [i.nodeid for i in items if isinstance(i, CheckItem)]
         mine = shard.select(checks, index, count, times)
         _deselect(config, items, lambda i: not isinstance(i, CheckItem) or i.nodeid in mine)
@@ -57,6 +56,9 @@ def checks_of(session: Any, config: pytest.Config, items: List[pytest.Item]) -> 
             raise pytest.UsageError(f"--compile-cache-select: {e}; pass a JSON list of "
                                     f"node ids") from None
         _deselect(config, items, lambda i: i.nodeid in wanted)
+    # the order a run hands them out in (--collect-only shows it)
+    order.longest_first(items, lambda i: isinstance(i, CheckItem), lambda i: i.nodeid,
+                        session.check_times())
     listed = os.environ.get(LIST_CHECKS_ENV)
     if listed and config.option.collectonly and session.role == Role.CONTROLLER:
         Path(listed).write_text(json.dumps([i.nodeid for i in items

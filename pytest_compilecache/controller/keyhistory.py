@@ -136,5 +136,23 @@ class KeyHistory:
         if self._baseline is not None:
             self._baseline.close()
 
+    def trend(self) -> List[Dict[str, Any]]:
+        """The last commits' runs of each environment this commit has a manifest in
+        (history/trend.py), for the report; none for a dirty tree or without a store."""
+        commit = self.commit()
+        if self.store_path is None or not self.settings.trend or commit.get("dirty"):
+            return []
+        from pytest_compilecache.history import trend
+        from pytest_compilecache.history.store import ManifestStore
+
+        store, n = ManifestStore(self.store_path), self.settings.trend
+        out = []
+        for env_id in store.environments_of(str(commit.get("sha") or "")):
+            # read more than shown: a manifest's file time is its last write, not its commit's
+            history = trend.commits(store.recent(env_id, 4 * n + 20), last=n)
+            out.append({"environment": env_id,
+                        **trend.to_json(history, self.settings.trend_alert)})
+        return out
+
     def describe_baseline(self) -> Optional[Dict[str, Any]]:
         return self._baseline.describe() if self._baseline is not None else None

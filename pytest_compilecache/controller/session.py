@@ -53,6 +53,7 @@ class CompileCacheSession:
         self.launcher: Launcher = launcher or (
             PreloadedLauncher(LauncherState.chosen(settings.launcher_state, str(config.rootpath)))
             if settings.launcher == "preloaded" else SubprocessLauncher())
+        self._times: Optional[Dict[str, float]] = None  # check_times(), read once
         self.said_dropped = False  # the launcher's missing preload is said once per session
         self.history = KeyHistory(config, settings)
         self.owned_pch_dir: Optional[Path] = None  # made by this controller; removed at the end
@@ -246,6 +247,28 @@ class CompileCacheSession:
         node.workerinput["compilecache_dirs"] = {
             "results": self.ledger.results_dir, "locks": self.lock_path, "pch": self.pch_path,
             "shared": self.shared_path}
+        node.workerinput["compilecache_times"] = self.check_times()
+
+    def check_times(self) -> Dict[str, float]:
+        """Earlier seconds per check, for handing them out longest first
+        (controller/order.py): a worker's from its controller; else the report given as
+        --compile-cache-shard-times, else the store's (history/times.py). Read once."""
+        if self._times is None:
+            workerinput = getattr(self.config, "workerinput", None)
+            if workerinput is not None:
+                self._times = dict(workerinput.get("compilecache_times") or {})
+            elif self.settings.shard_times:
+                from pytest_compilecache.render import shard
+
+                try:
+                    self._times = shard.times_from_report(self.settings.shard_times)
+                except shard.BadTimes as e:
+                    raise pytest.UsageError(str(e)) from None
+            else:
+                from pytest_compilecache.history import times
+
+                self._times = times.read(self.store_path) if self.store_path else {}
+        return self._times
 
     def adopt_dirs(self, workerinput: Dict[str, Any]) -> None:
         """In an xdist worker: the controller's results, lock and header dirs."""
@@ -305,6 +328,12 @@ class CompileCacheSession:
         data.update(no_checks=self.no_checks, baseline_gone=self.gone, exitstatus=int(exitstatus),
                     interrupted=self.interrupted, rootdir=str(self.config.rootpath),
                     writer=report.writer(self.history.commit(), self.started))
+        try:
+            trends = self.history.trend()
+        except Exception as e:  # the trend is a view: its failure is said, the report stays
+            trends = [{"error": f"reading the store's history failed: {type(e).__name__}: {e}"}]
+        if trends:
+            data["trend"] = trends
         described = self.history.describe_baseline()
         if described is not None:
             data["baseline"] = described

@@ -48,7 +48,7 @@ def repo_root(path: Path) -> Optional[Path]:
 
 def _info(commit: Any, dirty: Optional[bool]) -> Dict[str, Any]:
     return {"sha": commit.hexsha, "short": commit.hexsha[:10], "dirty": dirty,
-            "subject": commit.summary}
+            "subject": commit.summary, "time": commit.committed_date}
 
 
 def commit_info(path: Path, reads: Optional[Callable[[Path], bool]] = None) -> Dict[str, Any]:

@@ -65,6 +65,23 @@ class ManifestStore:
         damaged manifest means nothing to list (a check that read() named already)."""
         return self._read(self.path(env_id, sha, dirty))[0]
 
+    def environments_of(self, sha: str) -> List[str]:
+        """The environments with a clean manifest of commit `sha`."""
+        found = self.root.glob(f"manifests/*/{sha}.json") if sha and sha != "unknown" else []
+        return sorted(p.parent.name for p in found)
+
+    def recent(self, env_id: str, count: int) -> List[Dict[str, Any]]:
+        """Up to `count` of the environment's clean-commit manifests, the latest written
+        last; unusable ones are skipped (read as load() does)."""
+        try:
+            found = [p for p in (self.root / "manifests" / env_id).glob("*.json")
+                     if not p.name.endswith("-dirty.json")]
+            found.sort(key=lambda p: p.stat().st_mtime)
+        except OSError:
+            return []
+        out = [self._read(p)[0] for p in found[-count:]] if count > 0 else []
+        return [m for m in out if m is not None]
+
     @staticmethod
     def _read(p: Path) -> Tuple[Optional[Dict[str, Any]], Optional[str], bool]:
         """(the manifest, or None; why a file that is there is unusable, or None;

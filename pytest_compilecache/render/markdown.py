@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from pytest_compilecache import layers
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.render import lines as tx
+from pytest_compilecache.render import trendchart
 from pytest_compilecache.model import OK_VERDICTS, CheckResult
 
 # https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-commands
@@ -192,6 +193,8 @@ def render(data: Dict[str, Any], budget: int = SUMMARY_BUDGET_BYTES,
     drift = drift_table(results)
     paths = path_table(results)
     recompiled = recompile_list(results)
+    trend = trendchart.section(data.get("trend") or []) if isinstance(data.get("trend"),
+                                                                      list) else []
     # (rows of passing checks?, lines per failure, failures shown), most detail first
     plans = [(True, FAILURE_LINES, len(failing)), (False, FAILURE_LINES, len(failing)),
              (False, 40, len(failing)), (False, 10, len(failing))]
@@ -208,6 +211,8 @@ def render(data: Dict[str, Any], budget: int = SUMMARY_BUDGET_BYTES,
             dropped.append(f"{len(results) - len(failing)} passing row(s)")
         if drift:
             parts.append("\n".join(drift))
+        if trend:
+            parts.append("\n".join(trend))
         if failing:
             parts.append("### Failing checks\n\n" + "\n\n".join(
                 failure_section(r, data, max_lines) for r in failing[:shown]))

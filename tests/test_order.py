@@ -1,0 +1,85 @@
+"""Checks handed out longest first (controller/order.py) where earlier times are known:
+the store's times.json (history/times.py, written as each check ends) or a report given
+as --compile-cache-shard-times. Only checks move, among their own places."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from pytest_compilecache.controller.order import longest_first
+from pytest_compilecache.history import times
+
+
+def _order(items: List[str], t: dict) -> List[str]:
+    items = list(items)
+    longest_first(items, lambda i: i.startswith("c"), lambda i: i, t)
+    return items
+
+
+def test_checks_move_longest_first_among_their_places() -> None:
+    items = ["c1", "plain", "c2", "c3", "other", "c4"]
+    assert _order(items, {"c1": 5, "c2": 50, "c3": 20, "c4": 1}) == \
+        ["c2", "plain", "c3", "c1", "other", "c4"]
+    # an unknown check costs the median of the known; ties keep collection order
+    assert _order(items, {"c1": 5, "c3": 20, "c4": 1}) == ["c3", "plain", "c1", "c2", "other", "c4"]
+    assert _order(items, {}) == items
+
+
+def test_the_store_keeps_each_checks_last_time(tmp_path: Path) -> None:
+    times.record(tmp_path, "t.py::a", "local", 30.0)
+    times.record(tmp_path, "t.py::a", "mega", 12.5)  # one check through two paths: both
+    times.record(tmp_path, "t.py::b", "local", 4.0)
+    times.record(tmp_path, "t.py::b", "local", 6.0)  # the last run replaces
+    assert times.read(tmp_path) == {"t.py::a": 42.5, "t.py::b": 6.0}
+    assert times.process_seconds({"cold_process_s": 20.0, "warm_process_s": 5.5,
+                                  "cold_s": 9.0, "cold_peak_rss_mb": 900}) == 25.5
+    (tmp_path / "times.json").write_text("[" * 100_000)  # damaged: no times, no error
+    assert times.read(tmp_path) == {}
+    times.record(tmp_path, "t.py::c", "local", 1.0)  # and the next run starts it anew
+    assert times.read(tmp_path) == {"t.py::c": 1.0}
+
+
+TESTS = """
+import pytest
+
+@pytest.mark.compile_cache
+def test_small():
+    pass
+
+def test_plain():
+    pass
+
+@pytest.mark.compile_cache
+def test_large():
+    pass
+
+@pytest.mark.compile_cache
+def test_medium():
+    pass
+"""
+
+
+def _collected(pytester: pytest.Pytester, *args: str) -> List[str]:
+    res = pytester.runpytest_subprocess("--collect-only", "-q", "--compile-cache-check",
+                                        "--compile-cache-store=store", *args)
+    return [line.split("::")[-1] for line in res.outlines if "::" in line]
+
+
+def test_a_session_orders_its_checks_by_the_stores_times(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_models=TESTS)
+    assert _collected(pytester) == ["test_small", "test_plain", "test_large", "test_medium"]
+    store = pytester.path / "store"
+    for name, secs in (("test_small", 3.0), ("test_large", 60.0), ("test_medium", 20.0)):
+        times.record(store, f"test_models.py::{name}", "local", secs)
+    assert _collected(pytester) == ["test_large", "test_plain", "test_medium", "test_small"]
+    # a report given for the shards' balance orders them too, over the store
+    report = pytester.path / "report.json"
+    report.write_text(json.dumps({
+        "schema": "pytest-compilecache-report", "schema_version": 4, "checks": [
+            {"nodeid": "test_models.py::test_small", "timings": {"cold_process_s": 90.0}},
+            {"nodeid": "test_models.py::test_medium", "timings": {"cold_process_s": 1.0}}]}))
+    assert _collected(pytester, f"--compile-cache-shard-times={report}") == \
+        ["test_small", "test_plain", "test_large", "test_medium"]

@@ -1,0 +1,162 @@
+"""Warm starts per commit (history/trend.py): each check's manifest entry keeps its run
+(cold s, warm s, layer states), the session reads the last commits back into the
+report, the job summary draws them and flags the commit where a check got worse.
+Through the real CheckRun and store, over replayed phase records: no compile."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from fakes import load_record
+from pytest_compilecache.cli import main as cli_main
+from pytest_compilecache.history import trend
+from pytest_compilecache.history.store import ManifestStore
+from pytest_compilecache.render import markdown
+from test_orchestrator import Harness
+
+NODEID = "hit/test_hit.py::test_inference"
+
+
+def _commit(i: int) -> Dict[str, Any]:
+    sha = f"{i:02d}" + "ab" * 19
+    return {"sha": sha, "short": sha[:10], "dirty": False, "subject": f"commit {i}",
+            "time": 1_700_000_000 + 3600 * i}
+
+
+def _fx_missed(rec: Dict[str, Any]) -> Dict[str, Any]:
+    """pass_mlp as a warm process whose FX-graph lookups missed (the planted regression)."""
+    rec = copy.deepcopy(rec)
+    for g in rec["recs"]["warm"]["cache"]["graphs"].values():
+        for e in g.get("fx_graph") or []:
+            e["state"] = "miss"
+    return rec
+
+
+def _history(harness: Harness, tmp_path: Path, planted: int = 7, commits: int = 10
+             ) -> List[Dict[str, Any]]:
+    """`commits` main runs of one check, the FX graph missing at commit `planted`; the
+    last session's trend."""
+    store = str(tmp_path / "store")
+    good = load_record("pass_mlp")
+    trends: List[Dict[str, Any]] = []
+    for i in range(1, commits + 1):
+        rec = _fx_missed(good) if i == planted else good
+        launcher_rec = copy.deepcopy(rec)
+        res = harness.check(launcher_rec, store=store, _commit=_commit(i))
+        assert res.layers["fx_graph"].state == ("miss" if i == planted else "hit")
+        assert harness.session is not None
+        trends = harness.session.history.trend()
+    return trends
+
+
+@pytest.fixture
+def committed_harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    """The Harness, each session told its commit (what git would say)."""
+
+    class Committed(Harness):
+        def check(self, rec: Dict[str, Any], **kw: Any) -> Any:  # type: ignore[override]
+            commit = kw.pop("_commit")
+            original = self.start
+
+            def start(launcher: Any, **settings: Any) -> Any:
+                session = original(launcher, **settings)
+                session.history._commit = commit
+                return session
+
+            self.start = start  # type: ignore[method-assign]
+            try:
+                return super().check(rec, **kw)
+            finally:
+                self.start = original  # type: ignore[method-assign]
+
+    return Committed(request.config, tmp_path)
+
+
+def test_each_check_entry_keeps_its_run(committed_harness: Harness, tmp_path: Path) -> None:
+    res = committed_harness.check(copy.deepcopy(load_record("pass_mlp")),
+                                  store=str(tmp_path / "store"), _commit=_commit(1))
+    [path] = (tmp_path / "store" / "manifests").glob("*/*.json")
+    entry = json.loads(path.read_text())["checks"][NODEID]
+    assert entry["run"] == {"cold_s": round(res.timings["cold_s"], 2),
+                            "warm_s": round(res.timings["warm_s"], 2),
+                            "layers": {k: lv.state for k, lv in res.layers.items()}}
+
+
+def test_ten_commits_flag_the_layer_that_went_from_hit_to_miss_at_commit_7(
+        committed_harness: Harness, tmp_path: Path) -> None:
+    [t] = _history(committed_harness, tmp_path)
+    assert [c["short"] for c in t["commits"]] == [_commit(i)["short"] for i in range(1, 11)]
+    assert [c["misses"] for c in t["commits"]] == [0] * 6 + [1] + [0] * 3
+    assert t["flags"] == [{"commit": _commit(7)["short"], "nodeid": NODEID,
+                           "what": "fx_graph: hit -> miss"}]
+    # the job summary draws the ten commits and names the flagged one
+    text = markdown.render({"checks": [], "trend": [t]})
+    assert "```mermaid\nxychart-beta" in text
+    assert f'"{_commit(1)["short"][:7]}"' in text and f'"{_commit(10)["short"][:7]}"' in text
+    assert f"| `{_commit(7)['short']}` | `{NODEID}` | fx_graph: hit -> miss |" in text
+
+
+def test_the_trend_command_prints_the_stores_history(
+        committed_harness: Harness, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _history(committed_harness, tmp_path, commits=8)
+    assert cli_main(["trend", "--store", str(tmp_path / "store"), "-n", "5"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("01abab") or
+            line[:2] in {f"{i:02d}" for i in range(1, 9)}]
+    assert [r.split()[0] for r in rows[:5]] == [_commit(i)["short"] for i in range(4, 9)]
+    assert f"{_commit(7)['short']}  {NODEID}: fx_graph: hit -> miss" in out
+
+
+def _point(cold: float, warm: float, keys: str = "k1", **layers: str) -> trend.Point:
+    return trend.Point(cold_s=cold, warm_s=warm, keys=keys,
+                       layers=layers or {"fx_graph": "hit"})
+
+
+def test_keys_that_changed_and_a_warm_share_past_the_alert_are_flagged() -> None:
+    history = [trend.Commit(f"s{i}", f"s{i}", "", float(i), {"t": p}) for i, p in enumerate([
+        _point(20, 2.0), _point(20, 2.5), _point(20, 2.6, keys="k2"), _point(20, 5.3, keys="k2"),
+        _point(20, 5.0, keys="k2", fx_graph="bypass")])]
+    got = [(f.commit, f.what) for f in trend.flags(history, alert=2.0)]
+    assert got == [("s2", "cache keys changed"),
+                   ("s3", "warm/cold 0.13 -> 0.27 (2.0x, alert at 2x)"),
+                   ("s4", "fx_graph: hit -> bypass")]
+    # 2.5x is no alert at 3x; a check that is new at a commit is compared with nothing
+    assert [f.what for f in trend.flags(history[2:4], alert=3.0)] == []
+    assert trend.flags([trend.Commit("a", "a", "", 0, {}),
+                        trend.Commit("b", "b", "", 1, {"t": _point(20, 19)})]) == []
+
+
+def test_dirty_and_unknown_commits_are_no_point_and_commits_go_by_time() -> None:
+    def manifest(sha: str, when: Any, dirty: bool = False) -> Dict[str, Any]:
+        return {"commit": {"sha": sha, "short": sha, "dirty": dirty, "time": when},
+                "checks": {"t": {"verdict": "pass", "run": {"cold_s": 1, "warm_s": "x",
+                                                             "layers": ["bad"]}}}}
+
+    got = trend.commits([manifest("b", 2), manifest("a", 1), manifest("d", 3, dirty=True),
+                         manifest("unknown", 4), {"commit": None}], last=10)
+    assert [c.sha for c in got] == ["a", "b"]
+    p = got[0].points["t"]  # what a hand edit left unreadable reads as nothing
+    assert (p.cold_s, p.warm_s, p.layers, p.ratio) == (1.0, None, {}, None)
+
+
+def test_two_hundred_checks_over_ten_commits_stay_under_the_summary_limit(
+        tmp_path: Path) -> None:
+    store = ManifestStore(tmp_path)
+    env = {"torch": "2.13.0", "device": "cpu"}
+    for i in range(1, 11):
+        checks = {f"tests/test_models.py::test_model[{n:03d}]": {
+            "verdict": "pass", "graphs": {"g0/fx_graph": {"layer": "fx_graph", "key": f"k{n}-{i}"}},
+            "run": trend.run_entry(30.0, 3.0 if i != 7 else 9.0,
+                                   {"fx_graph": "miss" if i == 7 else "hit"})}
+            for n in range(200)}
+        store.merge(_commit(i), env, checks)
+    [env_id] = store.environments_of(_commit(10)["sha"])
+    t = trend.to_json(trend.commits(store.recent(env_id, 60), last=10))
+    assert len(t["commits"]) == 10 and t["commits"][0]["checks"] == 200
+    text = markdown.render({"checks": [], "trend": [{"environment": env_id, **t}]})
+    assert len(text.encode()) < markdown.SUMMARY_LIMIT_BYTES
+    assert f"… {len(t['flags']) - 60} more in the JSON report" in text
