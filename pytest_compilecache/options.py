@@ -270,6 +270,11 @@ _FLAGS = (
     ("repeat", "run a second cold compile in a relocated cache root and working directory "
                "and fail on any cache-key difference (a nondeterministic key)"),
     ("manifest-only", "record the key manifests from cold runs only: no warm run, no verdict"),
+    ("keys-only", "record the key manifests from cold runs stopped once their keys are "
+                  "computed, before Inductor's code generation, kernel compiles and "
+                  "autotuning (the model then runs uncompiled): the keys of a full cold run "
+                  "in a fraction of its time; no warm run, no verdict. Where torch cannot "
+                  "stop there, the check says so and compiles in full"),
     ("share-variants", "also run the variants of each test function (its parametrized "
                        "instances) over one cache they share, one after another, as a service "
                        "serving them all from one cache dir; fail when a variant loads an "

@@ -44,6 +44,7 @@ class Settings:
     baseline_warm: bool = False
     repeat: bool = False
     manifest_only: bool = False
+    keys_only: bool = False
     trend: int = 10  # commits of history the report shows (history/trend.py)
     trend_alert: float = 2.0
     gpus: str = "auto"
@@ -97,19 +98,20 @@ class Settings:
             raise ValueError("--compile-cache-share-variants and --compile-cache-warm-on-other-"
                              "gpu each stand in for the local restart: run them in separate "
                              "sessions")
-        if values["share_variants"] and (values["baseline_warm"] or values["manifest_only"]):
+        # a session that only records keys (both flags: keys-only records them faster)
+        recording = ("--compile-cache-keys-only" if values["keys_only"] else
+                     "--compile-cache-manifest-only" if values["manifest_only"] else None)
+        if values["share_variants"] and (values["baseline_warm"] or recording):
             raise ValueError("--compile-cache-share-variants needs the warm-start check; drop "
                              + ("--compile-cache-baseline-warm (the deploy scenario compares "
                                 "commits: run it in a session of its own)"
-                                if values["baseline_warm"] else "--compile-cache-manifest-only"))
-        if values["baseline_warm"] and values["manifest_only"]:
-            raise ValueError("--compile-cache-baseline-warm needs a warm run; drop "
-                             "--compile-cache-manifest-only")
-        if values.get("via", ("local",)) != ("local",) and (values["baseline_warm"]
-                                                            or values["manifest_only"]):
+                                if values["baseline_warm"] else str(recording)))
+        if values["baseline_warm"] and recording:
+            raise ValueError(f"--compile-cache-baseline-warm needs a warm run; drop {recording}")
+        if values.get("via", ("local",)) != ("local",) and (values["baseline_warm"] or recording):
             raise ValueError("--compile-cache-via checks warm starts of this commit; it goes "
                              "with neither --compile-cache-baseline-warm nor "
-                             "--compile-cache-manifest-only")
+                             + (recording or "--compile-cache-manifest-only"))
         if "local" not in values.get("via", ("local",)) and (values.get("baseline")
                                                             or values["repeat"]):
             raise ValueError("--compile-cache-baseline and --compile-cache-repeat compare the "

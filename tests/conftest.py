@@ -43,6 +43,7 @@ LONGEST_FIRST = (
     "test_recompiles.py", "test_launcher.py", "test_autotune.py", "test_pgo.py",
     "test_faults.py", "test_remote.py", "test_plugin.py", "test_session_ends.py",
     "test_checks_miss.py", "test_hostile_phases.py", "test_shard.py", "test_random.py",
+    "test_keys_only.py",
 )
 
 

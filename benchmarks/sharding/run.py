@@ -5,7 +5,9 @@ jobs per GPU), side by side in one run; prints wall times and speed-ups.
 
 A configuration is GPUSxJOBS_PER_GPU; a trailing "o" adds --compile-cache-warm-on-other-gpu
 (the warm phase runs on another GPU than the cold one). The base of the speed-ups is 1x1
-(else the first configuration).
+(else the first configuration). The configurations share one store ($OUT/sharding-store):
+each hands its checks out longest first by the times the earlier ones left there (the
+first runs in collection order); each line says which order its checks started in.
 
 Each configuration is one `pytest -n GPUS*JOBS --compile-cache-check` session over
 benchmarks/sharding with its own report and log under $OUT (or /tmp/out). On 2 H200s the
@@ -21,6 +23,16 @@ import sys
 import time
 
 HERE = pathlib.Path(__file__).parent
+
+
+def started(checks):
+    """The checks in the order their first phase got a slot (their leases)."""
+    def first(c):
+        times = [lease.get("acquired") for lease in c.get("leases") or []
+                 if isinstance(lease.get("acquired"), (int, float))]
+        return min(times) if times else float("inf")
+
+    return [c["nodeid"].split("[")[-1].rstrip("]") for c in sorted(checks, key=first)]
 
 
 def main(configs):
@@ -41,7 +53,8 @@ def main(configs):
                 f"--compile-cache-gpus={','.join(str(i) for i in range(gpus))}",
                 # default options: TF32 (resnet50 1.3e-2 from eager on an H200) and backward
                 # atomics (warm gradients ~1e-7 from cold) are the float64 rule's to judge
-                f"--compile-cache-jobs-per-gpu={jobs}", "-n", str(gpus * jobs)]
+                f"--compile-cache-jobs-per-gpu={jobs}", "-n", str(gpus * jobs),
+                f"--compile-cache-store={out / 'sharding-store'}"]
         if other:
             argv.append("--compile-cache-warm-on-other-gpu")
         start = time.perf_counter()
@@ -56,6 +69,7 @@ def main(configs):
             verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
         rows.append((cfg, gpus, jobs, wall, busy, verdicts))
         print(f"{cfg}: {wall:.1f} s wall, {busy:.1f} s of check processes, {verdicts}", flush=True)
+        print(f"  started: {', '.join(started(data['checks']))}", flush=True)
     base = next((r[3] for r in rows if r[0] == "1x1"), rows[0][3])
     print(f"\n{'config':<8} {'gpus':>4} {'jobs/gpu':>8} {'wall s':>8} {'speed-up':>8} "
           f"{'per gpu':>8} {'check-process s':>15}  verdicts")

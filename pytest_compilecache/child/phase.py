@@ -343,6 +343,8 @@ class ChildPlugin:
                     self.result["cache"] = self.observer.record()
             except InternalError:
                 pass
+        if self.artifact:  # a path that saves or loads nothing may still say something
+            self.result["artifact"] = self.artifact
         self.mark("written")
         write_json_atomic(Path(self.spec["out"]), self.result)
         self.tell_imports()  # a test body builds its model in the workload

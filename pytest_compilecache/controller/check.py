@@ -222,15 +222,22 @@ class CheckRun:
         return extra
 
     # -- what the session keeps of it ------------------------------------------------------
+    @staticmethod
+    def timed(result: CheckResult) -> bool:
+        """A check whose times say what it costs: it ran a warm phase (a recording of
+        keys, cold only, or stopped early, does not)."""
+        return result.timings.get("warm_s") is not None
+
     def _conclude(self, result: CheckResult) -> CheckResult:
         s, history = self.settings, self.session.history
         result.via = self.path.via
         cold = self.recs.get("cold")
         if cold is not None and self.path.records_keys:
             entry = mf.check_entry(cold.raw.get("cache") or {}, result.verdict)
-            entry["run"] = trend.run_entry(result.timings.get("cold_s"),
-                                           result.timings.get("warm_s"),
-                                           {k: lv.state for k, lv in result.layers.items()})
+            if self.timed(result):  # a recording's cold-only run is no point of the trend
+                entry["run"] = trend.run_entry(result.timings.get("cold_s"),
+                                               result.timings.get("warm_s"),
+                                               {k: lv.state for k, lv in result.layers.items()})
             try:
                 history.store_entry(self.item.nodeid, cold.raw, entry, result)
             except OSError as e:  # a full store: this check errors, naming it; the session goes on
@@ -249,7 +256,7 @@ class CheckRun:
                 f"run wrote changed before the warm run read them (a full disk, a concurrent "
                 f"wipe, an interrupted copy?): " + "; ".join(self.damage[:5])
                 + (f" (+{len(self.damage) - 5} more)" if len(self.damage) > 5 else "")))
-        if history.store_path is not None and cold is not None:  # for the next session's order
+        if history.store_path is not None and self.timed(result):  # the next session's order
             from pytest_compilecache.history import times
 
             with contextlib.suppress(OSError, TimeoutError):  # it only orders: never an error

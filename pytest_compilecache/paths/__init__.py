@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from pytest_compilecache.paths.base import WarmStartPath
 
 # the modules of the paths this package brings, in --help's order
-BUILTIN = ("local", "mega", "precompile", "aot", "aoti", "remote", "deploy", "record", "shared",
-           "other_gpu")
+BUILTIN = ("local", "mega", "precompile", "aot", "aoti", "remote", "deploy", "record", "keys",
+           "shared", "other_gpu")
 
 # --compile-cache-via's help, written out: the path modules import the judges, which
 # pytest's start-up would pay for in every session (test_plugin holds these to the
@@ -116,6 +116,8 @@ def for_settings(settings: Any, reg: Registry) -> List["WarmStartPath"]:
     --compile-cache-share-variants the local restart takes its turn over the cache the
     variants share too (the `shared` path stands in for it), with
     --compile-cache-warm-on-other-gpu its warm run lands on another GPU (`other_gpu`)."""
+    if getattr(settings, "keys_only", False):
+        return [reg["keys"].from_settings(settings)]
     if settings.manifest_only:
         return [reg["record"].from_settings(settings)]
     if settings.baseline_warm:

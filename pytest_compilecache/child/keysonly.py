@@ -1,0 +1,107 @@
+"""Keys without kernels (--compile-cache-keys-only): the phase runs Dynamo and
+AOTAutograd as a cold compile does, and Inductor as far as its FX-graph cache key, then
+stops before code generation, C++/Triton compilation and autotuning; the graph then
+runs as the FX graph AOTAutograd handed Inductor (eagerly). Every lookup is still
+logged with its key and components, as a cold run's miss (the cache dirs are empty),
+so the key manifest is the cold run's, graph for graph.
+
+Where torch computes each key (torch 2.13, torch/_inductor/compile_fx.py
+`_compile_fx_inner`): `FxGraphCache.prepare_key` then `load_with_key`, and only on a
+miss `fx_codegen_and_compile` (Inductor's lowering, code generation and compiles), then
+`FxGraphCache._save_graph`, then the `fx_graph_cache_miss` trace event with the key and
+its components; AOTAutograd's key (`AOTAutogradCache.try_load`) is computed and logged
+before it traces the joint graph, and its entry saved after (`AOTAutogradCache.save`).
+So the stop replaces `fx_codegen_and_compile` with a graph that runs the FX graph, and
+makes both saves no-ops (nothing of a stopped compile may be stored). A torch without
+these names (before `load_with_key` existed) cannot stop there: `start` says why and
+the phase compiles in full.
+
+Runs in the child; torch imported lazily; no pytest.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Sequence
+
+
+class _FxGraphRun:
+    """What Inductor would have returned for a graph (an OutputCode), running the FX
+    graph it was handed: boxed call, no kernels."""
+
+    def __init__(self, gm: Any) -> None:
+        import torch.fx
+
+        # on the instance: a wrapper torch puts around the backward (functools.wraps)
+        # copies the instance's attributes, not the class's
+        self._boxed_call = True
+        self._gm = gm
+        codegen = getattr(getattr(gm, "graph", None), "_codegen", None)
+        boxed = getattr(torch.fx.graph, "_BoxedCodeGen", None)
+        self._inner_boxed = boxed is not None and isinstance(codegen, boxed)
+        self._fx_graph_cache_key: Optional[str] = None
+        self._fx_graph_cache_debug_lines: Optional[List[str]] = None
+        self._time_taken_ns: Optional[int] = None
+
+    def __call__(self, inputs: List[Any]) -> Any:
+        if self._inner_boxed:
+            return self._gm(inputs)
+        args = list(inputs)
+        inputs.clear()  # the boxed convention: the callee owns the list
+        return self._gm(*args)
+
+    def post_compile(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def set_triton_bundle(self, bundle: Any) -> None:
+        return None
+
+    def prepare_for_serialization(self) -> None:
+        raise RuntimeError("a keys-only graph is never saved")
+
+
+class KeysOnly:
+    """start() before the workload, stop() after; `graphs` counts the graphs stopped."""
+
+    def __init__(self) -> None:
+        self.graphs = 0
+        self.why_not: Optional[str] = None  # set by start() where torch cannot stop there
+        self._undo: List[Callable[[], None]] = []
+
+    def start(self) -> bool:
+        try:
+            import torch._inductor.compile_fx as cfx
+            from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
+            from torch._inductor.codecache import FxGraphCache
+        except Exception as e:
+            self.why_not = f"torch's compile modules did not import ({type(e).__name__}: {e})"
+            return False
+        missing = [name for obj, name in ((cfx, "fx_codegen_and_compile"),
+                                          (cfx, "_compile_fx_inner"),
+                                          (FxGraphCache, "load_with_key"),
+                                          (FxGraphCache, "_save_graph"),
+                                          (AOTAutogradCache, "save"))
+                   if not hasattr(obj, name)]
+        if missing:
+            import torch
+
+            self.why_not = (f"torch {torch.__version__} has no {', '.join(missing)}: its "
+                            f"FX-graph key is not computed before code generation there")
+            return False
+
+        def stopped(gm: Any, example_inputs: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+            self.graphs += 1
+            return _FxGraphRun(gm)
+
+        self._swap(cfx, "fx_codegen_and_compile", stopped)
+        self._swap(FxGraphCache, "_save_graph", staticmethod(lambda *a, **k: None))
+        self._swap(AOTAutogradCache, "save", staticmethod(lambda *a, **k: None))
+        return True
+
+    def _swap(self, owner: Any, name: str, new: Any) -> None:
+        old = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        setattr(owner, name, new)
+        self._undo.append(lambda: setattr(owner, name, old))
+
+    def stop(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
