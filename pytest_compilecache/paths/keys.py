@@ -8,21 +8,19 @@ import contextlib
 from pathlib import Path
 from typing import Dict, Iterator, Optional
 
-from pytest_compilecache.judge.verdict import recorded
 from pytest_compilecache.model import CheckResult
-from pytest_compilecache.paths.base import Info, PhasePlan, Records, Snapshots, WarmStartPath
+from pytest_compilecache.paths.base import Info, Records, Snapshots
+from pytest_compilecache.paths.record import RecordKeys
 from pytest_compilecache.wire import PhaseRecord
 
 
-class KeysOnly(WarmStartPath):
+class KeysOnly(RecordKeys):
     """Cold only, stopped before code generation: the manifest of a cold run's keys."""
     name = "keys"
-    selectable = False
-    phases = (PhasePlan("cold"),)
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
-        res = recorded(nodeid, recs["cold"], timings)
+        res = super().judge(nodeid, recs, snaps, timings, triton_dir)
         said = PhaseRecord.from_json(recs["cold"]).artifact.raw.get(self.name) or {}
         if said.get("why_not"):
             res.notes.append(f"keys-only: compiled in full ({said['why_not']})")
