@@ -65,8 +65,9 @@ def pytest_compilecache_between_phases(item, cache_root):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, RepoRun]:
     files = {"test_launch.py": TESTS, "conftest.py": CONFTEST}
-    # the variable changed between phases matters to the preloaded launcher alone
-    only = {"preloaded": (), "fresh": ("-k", "not test_z_env_changed_between_phases")}
+    # the variable changed between phases matters to the preloaded launcher alone; one
+    # check of fresh interpreters is the reference (CI time)
+    only = {"preloaded": (), "fresh": ("-k", "test_a_training_step")}
     return {launcher: run_repo(tmp_path_factory.mktemp(f"launcher_{launcher}"), files,
                                "--compile-cache-job-id=per-check",
                                f"--compile-cache-launcher={launcher}", *only[launcher])
@@ -78,14 +79,16 @@ def test_phases_fork_and_give_the_verdicts_of_fresh_interpreters(runs) -> None:
     pre, fresh = runs["preloaded"], runs["fresh"]
     assert pre.report["settings"]["launcher"] == "preloaded"
     for name in ("test_a_training_step", "test_varying_batch"):
-        a, b = pre.check(name), fresh.check(name)
+        a = pre.check(name)
         assert a["launch"] == {"cold": "forked", "warm": "forked"}, pre.out[-3000:]
-        assert b["launch"] == {"cold": "fresh", "warm": "fresh"}
-        assert a["verdict"] == b["verdict"] == "pass", (pre.out[-3000:], fresh.out[-3000:])
-        assert {k: v["state"] for k, v in a["layers"].items()} == \
-            {k: v["state"] for k, v in b["layers"].items()}
+        assert a["verdict"] == "pass", pre.out[-3000:]
         assert a["outputs"]["warm_vs_cold"]["ok"] and a["outputs"]["warm_vs_eager"]["ok"]
         assert not [n for n in a["notes"] if "fresh interpreter" in n]
+    a, b = pre.check("test_a_training_step"), fresh.check("test_a_training_step")
+    assert b["launch"] == {"cold": "fresh", "warm": "fresh"}
+    assert b["verdict"] == "pass", fresh.out[-3000:]
+    assert {k: v["state"] for k, v in a["layers"].items()} == \
+        {k: v["state"] for k, v in b["layers"].items()}
 
 
 @pytest.mark.slow

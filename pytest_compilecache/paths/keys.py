@@ -26,7 +26,10 @@ class KeysOnly(RecordKeys):
             res.notes.append(f"keys-only: compiled in full ({said['why_not']})")
         else:
             res.notes.append(f"keys-only: {said.get('stopped', 0)} graph(s) stopped before "
-                             f"Inductor's code generation once their keys were logged")
+                             f"Inductor's code generation once their keys were logged"
+                             + (f", {said['full']} training forward(s) compiled in full "
+                                f"(Inductor's layout of their saved activations is in the "
+                                f"backward's key)" if said.get("full") else ""))
         return res
 
     # -- the phase child's side --
@@ -41,5 +44,5 @@ class KeysOnly(RecordKeys):
             yield
         finally:
             stop.stop()
-            info[self.name] = {"stopped": stop.graphs, "why_not": None if stopping
-                               else stop.why_not}
+            info[self.name] = {"stopped": stop.graphs, "full": stop.full,
+                               "why_not": None if stopping else stop.why_not}
