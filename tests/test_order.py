@@ -40,6 +40,7 @@ def test_the_store_keeps_each_checks_last_time(tmp_path: Path) -> None:
     assert times.read(tmp_path) == {}
     times.record(tmp_path, "t.py::c", "local", 1.0)  # and the next run starts it anew
     assert times.read(tmp_path) == {"t.py::c": 1.0}
+    assert (tmp_path / ".gitignore").read_text().endswith("*\n")  # never makes a tree dirty
 
 
 TESTS = """

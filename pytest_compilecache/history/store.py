@@ -30,7 +30,9 @@ class ManifestStore:
         self.damage: Dict[str, str] = {}  # each of those paths -> what was wrong with it
         self.blobs = ComponentBlobs(self.root)
 
-    def _ensure(self) -> None:
+    def ensure(self) -> None:
+        """The store's directory, its .gitignore (it must not make the work tree dirty)
+        and its locks directory."""
         if not self.root.is_dir():
             self.root.mkdir(parents=True, exist_ok=True)
         ignore = self.root / ".gitignore"
@@ -43,7 +45,7 @@ class ManifestStore:
     def lock(self, name: str, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
         from filelock import FileLock
 
-        self._ensure()
+        self.ensure()
         with FileLock(str(self.root / "locks" / f"{name}.lock"), timeout=timeout):
             yield
 

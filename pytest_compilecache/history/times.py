@@ -39,11 +39,11 @@ def read(store: Path) -> Dict[str, float]:
 
 def record(store: Path, nodeid: str, via: str, seconds: float) -> None:
     """Keep what one check's run through one warm-start path took."""
-    from filelock import FileLock
+    from pytest_compilecache.history.store import ManifestStore
 
     p = path_of(store)
-    (p.parent / "locks").mkdir(parents=True, mode=0o700, exist_ok=True)
-    with FileLock(str(p.parent / "locks" / "times.lock"), timeout=600):
+    # the store's own lock, which makes its .gitignore (it never makes a tree dirty)
+    with ManifestStore(store).lock("times", timeout=600):
         try:
             data: Any = jsonfile.load(p)
         except (OSError, jsonfile.Unreadable):
