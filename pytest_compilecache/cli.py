@@ -127,6 +127,12 @@ def trend_lines(t: Dict[str, Any]) -> List[str]:
     return [str(t["error"])] if t.get("error") else trend.table_lines(t)
 
 
+def _alert(value: str) -> float:
+    from pytest_compilecache.options import parse_alert
+
+    return parse_alert(value)
+
+
 def cmd_trend(args: argparse.Namespace) -> int:
     """The store's last commits per environment, as the report's trend shows them."""
     from pytest_compilecache.history import git as history, trend
@@ -387,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--store", metavar="DIR",
                    help="manifest store (default: .compilecache at the repo root)")
     t.add_argument("-n", "--commits", type=int, default=10, metavar="N")
-    t.add_argument("--alert", type=float, default=2.0, metavar="X",
+    t.add_argument("--alert", type=_alert, default=2.0, metavar="X",
                    help="flag warm/cold at X times the commit before's (default 2)")
     t.add_argument("--environment", metavar="ID", help="only this environment (a prefix)")
     t.set_defaults(func=cmd_trend)

@@ -27,8 +27,9 @@ if not os.environ.get("PYTEST_XDIST_WORKER"):
 # compiles and runs a small program per ISA the CPU flags name, ~7 of a cold MLP
 # compile's 16 s on a 2-core machine, and every cold phase here starts from an empty
 # cache dir). With it torch takes the best ISA the CPU flags name, as the probes do
-# where the compiler builds them; the models' kernels are compiled as before. Set for
-# every session and phase the tests start (they inherit it); a user's runs are untouched.
+# where the compiler builds them (the probes would also run the program). Set for
+# every session and phase the tests start (they inherit it), cold and warm alike (it is one
+# more entry of Inductor's config in their keys); a user's runs are untouched.
 os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 
 # The slow lane's modules, longest first (CI time, issue 39). `.ci/run` runs the lane

@@ -226,3 +226,20 @@ def test_a_conftest_paths_option_is_in_help_and_its_preflight_stops_the_session(
     helped = pytester.runpytest_subprocess("--help")
     helped.stdout.fnmatch_lines(["*--compile-cache-toy-marks=DIR*",
                                  "*compile_cache_toy_marks (string)*"])
+
+
+def test_a_layers_section_may_not_take_another_layers_or_the_records_own_key() -> None:
+    class Clash(ToyBundles):
+        name, observer, section = "toy_clash", "test_extension_points:ReluObserver", "graphs"
+
+    class Twin(ToyBundles):
+        name, observer, section = "toy_twin", "test_extension_points:ReluObserver", "tuning"
+
+    builtin = layers.REGISTRY
+    try:
+        for layer in (Clash(), Twin()):
+            with pytest.raises(ValueError, match="record sections must be unique"):
+                layers.register(layer)
+            assert layers.REGISTRY == builtin
+    finally:
+        layers.use(builtin)

@@ -79,8 +79,17 @@ def test_a_session_orders_its_checks_by_the_stores_times(pytester: pytest.Pytest
     # a report given for the shards' balance orders them too, over the store
     report = pytester.path / "report.json"
     report.write_text(json.dumps({
-        "schema": "pytest-compilecache-report", "schema_version": 4, "checks": [
-            {"nodeid": "test_models.py::test_small", "timings": {"cold_process_s": 90.0}},
-            {"nodeid": "test_models.py::test_medium", "timings": {"cold_process_s": 1.0}}]}))
+        "schema": "pytest-compilecache/report", "schema_version": 4, "checks": [
+            {"nodeid": "test_models.py::test_small", "verdict": "pass",
+             "timings": {"cold_process_s": 90.0}},
+            {"nodeid": "test_models.py::test_medium", "verdict": "pass",
+             "timings": {"cold_process_s": 1.0}}]}))
     assert _collected(pytester, f"--compile-cache-shard-times={report}") == \
         ["test_small", "test_plain", "test_large", "test_medium"]
+    # a file that is no report is a usage error naming it, before any check runs
+    report.write_text("{}")
+    res = pytester.runpytest_subprocess("--collect-only", "-q", "--compile-cache-check",
+                                        f"--compile-cache-shard-times={report}")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*--compile-cache-shard-times: *report.json: not a "
+                              "pytest-compilecache report*"])

@@ -160,3 +160,24 @@ def test_two_hundred_checks_over_ten_commits_stay_under_the_summary_limit(
     text = markdown.render({"checks": [], "trend": [{"environment": env_id, **t}]})
     assert len(text.encode()) < markdown.SUMMARY_LIMIT_BYTES
     assert f"… {len(t['flags']) - 60} more in the JSON report" in text
+
+
+def test_a_recording_is_no_point_and_keeps_the_run_it_replaces(tmp_path: Path) -> None:
+    """A baseline, bisect or keys-only recording writes entries with no run: they are no
+    point of the trend (a miss after one is still flagged), and a recording of a commit
+    already checked keeps its run."""
+    store = ManifestStore(tmp_path)
+    env = {"torch": "2.13.0"}
+    node = "t.py::test_a"
+    graphs = {"fx_graph:0/0": {"layer": "fx_graph", "key": "k"}}
+    store.merge(_commit(1), env, {node: {"verdict": "pass", "graphs": graphs,
+                                         "run": trend.run_entry(20, 2, {"fx_graph": "hit"})}})
+    store.merge(_commit(2), env, {node: {"verdict": "recorded", "graphs": graphs}})
+    store.merge(_commit(3), env, {node: {"verdict": "fail", "graphs": graphs,
+                                         "run": trend.run_entry(20, 9, {"fx_graph": "miss"})}})
+    store.merge(_commit(1), env, {node: {"verdict": "recorded", "graphs": graphs}})
+    [env_id] = store.environments_of(_commit(3)["sha"])
+    history = trend.commits(store.recent(env_id, 10))
+    assert [c.short for c in history] == [_commit(1)["short"], _commit(3)["short"]]
+    assert {(f.commit, f.what) for f in trend.flags(history)} >= {
+        (_commit(3)["short"], "fx_graph: hit -> miss")}

@@ -116,13 +116,20 @@ class KeysOnly:
             self.graphs += 1
             return _FxGraphRun(gm)
 
-        self._swap(cfx, "fx_codegen_and_compile", stopped)
-        self._swap(FxGraphCache, "_save_graph", staticmethod(lambda *a, **k: None))
-        self._swap(AOTAutogradCache, "save", staticmethod(lambda *a, **k: None))
+        try:
+            self._swap(cfx, "fx_codegen_and_compile", stopped)
+            self._swap(FxGraphCache, "_save_graph", staticmethod(lambda *a, **k: None))
+            self._swap(AOTAutogradCache, "save", staticmethod(lambda *a, **k: None))
+        except Exception as e:  # laid out otherwise in this torch: compile in full
+            self.stop()
+            self.why_not = f"torch's compile entry points are laid out otherwise ({e!r})"
+            return False
         return True
 
     def _swap(self, owner: Any, name: str, new: Any) -> None:
-        old = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        import inspect
+
+        old = inspect.getattr_static(owner, name)  # as defined: a staticmethod stays one
         setattr(owner, name, new)
         self._undo.append(lambda: setattr(owner, name, old))
 

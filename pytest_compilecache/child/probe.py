@@ -72,7 +72,7 @@ def layer_observers() -> Dict[str, Any]:
             continue
         module, _, name = layer.observer.partition(":")
         try:
-            out[layer.section or layer.name] = getattr(importlib.import_module(module), name)()
+            out[layer.section_key] = getattr(importlib.import_module(module), name)()
         except Exception as e:
             raise RuntimeError(f"the {layer.name} layer's observer {layer.observer!r} could "
                                f"not be made: {type(e).__name__}: {e}") from e
@@ -174,12 +174,12 @@ class CacheObserver:
         self._count_resets()
         self._record_code_ids()
         for observer in self.layers.values():
+            self._restore.append(observer.stop)  # first: a start that fails halfway comes off too
             try:
                 observer.start()
             except Exception:  # what was installed comes off again: the phase is an error
                 self.stop()
                 raise
-            self._restore.append(observer.stop)
         self.switches.start()
         self._before = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
         self._t0 = time.perf_counter()

@@ -37,6 +37,8 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
     found += paths.preflight(session.warm_start_paths)  # each path's own needs
     if found:
         raise pytest.UsageError("\n".join(found))
+    if settings.shard_times:  # a bad report is a usage error here, not in xdist's node setup
+        session.check_times()
     from pytest_compilecache.leftovers import set_aside
 
     session.report_aside = set_aside(settings.report)  # a killed session leaves none

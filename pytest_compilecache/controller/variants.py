@@ -4,7 +4,7 @@ A service serves all its variants (the parametrized instances of one test functi
 from one cache dir. After its own cold and warm phases, each variant runs once more
 over one cache root shared by its function's variants, taking turns (an flock on the
 root, so xdist workers queue as one service's restarts would), in the order they
-reach it: collection order in one process. After each turn the root's ledger records
+reach it: the order the session runs them in one process. After each turn the root's ledger records
 the entries that turn wrote, with the variant that wrote them, its parameters and the
 entry's key components: what the judge (judge/false_hits.py) reads to tell an entry
 loaded from another variant from the loader's own.

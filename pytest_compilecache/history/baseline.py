@@ -46,7 +46,7 @@ def record(tree: Path, pytest_args: Sequence[str], store: Path, options: Sequenc
     """Run a cold-only recording session in `tree`; its manifest lands in `store`.
     Returns pytest's exit code (1: some check failed or errored; still recorded)."""
     argv = ["-m", "pytest", *pytest_args, "--compile-cache-check",
-            "--compile-cache-keys-only", f"--compile-cache-store={store}",
+            "--compile-cache-manifest-only", f"--compile-cache-store={store}",
             "-p", "no:cacheprovider", "-q", "--no-header", *options,
             *pytest_child_flags(_entry_point_installed(),
                                 importlib.util.find_spec("xdist") is not None)]

@@ -114,6 +114,10 @@ class ManifestStore:
                 self.replaced_damaged.append(str(p))
                 self.damage[str(p)] = damaged
             data = data or mf.new_manifest(commit, env)
+            for nodeid, entry in checks.items():  # a recording keeps the run it replaces
+                old = data["checks"].get(nodeid)
+                if "run" not in entry and isinstance(old, dict) and "run" in old:
+                    checks[nodeid] = {**entry, "run": old["run"]}
             data["checks"].update(checks)
             data["commit"], data["schema_version"] = commit, mf.SCHEMA_VERSION
             data["checks"] = {n: self._stored(e) for n, e in data["checks"].items()}

@@ -91,12 +91,15 @@ def commits(manifests: Iterable[Dict[str, Any]], last: int = DEFAULT_COMMITS) ->
             if not isinstance(entry, dict):
                 continue
             run: Dict[str, Any] = _dict(entry.get("run"))
+            if not run:  # recorded keys only (a baseline, bisect, keys-only): no point
+                continue
             layers: Dict[str, Any] = _dict(run.get("layers"))
             commit.points[nodeid] = Point(cold_s=_seconds(run.get("cold_s")),
                                           warm_s=_seconds(run.get("warm_s")),
                                           layers={str(k): str(v) for k, v in layers.items()},
                                           keys=keys_digest(entry), verdict=entry.get("verdict"))
-        out.append((commit.time, str(m.get("created") or ""), commit))
+        if commit.points:  # a commit only recorded is not one the trend shows
+            out.append((commit.time, str(m.get("created") or ""), commit))
     out.sort(key=lambda t: (t[0], t[1]))
     return [c for _, _, c in out][-last:] if last > 0 else []
 

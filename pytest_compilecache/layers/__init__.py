@@ -30,6 +30,12 @@ def use(registry: Sequence[CacheLayer]) -> None:
     names = [layer.name for layer in registry]
     if len(set(names)) != len(names) or "other" in names:
         raise ValueError(f"cache layer names must be unique and not 'other': {names}")
+    sections = [layer.section_key for layer in registry if layer.observer]
+    taken = {"wall_s", "counters", "graphs", "recompile_reasons", "dynamo", "layer_config",
+             "sections"}  # the cache record's own keys (wire.CacheRecord)
+    if len(set(sections)) != len(sections) or taken & set(sections):
+        raise ValueError(f"cache layers' record sections must be unique and not one of "
+                         f"{sorted(taken)}: {sections}")
     REGISTRY = tuple(registry)
     LAYERS = tuple(names)
     KEYED = tuple(layer.name for layer in REGISTRY if layer.keyed)

@@ -138,17 +138,22 @@ class CacheLayer:
     suffixes: Tuple[str, ...] = ()
     switches: Tuple[Switch, ...] = ()  # the config flags `config` reads (child/settings.py)
     # What the phase child runs to observe this layer beyond the trace every layer shares
-    # (child/observers.py): "module:Class", imported in the phase child only, with
+    # (child/probe.py): "module:Class", imported in the phase child only, with
     # start(), stop() and record(trace) -> JSON. Its record is the cache record's
     # `section` entry, read back typed by `record_type` (`section_of`).
     observer = ""
     section = ""
     record_type: Optional[Type[Wire]] = None
 
+    @property
+    def section_key(self) -> str:
+        """Where its observer's record goes in the cache record: `section`, else its name."""
+        return self.section or self.name
+
     def section_of(self, rec: CacheRecord) -> Any:
         """This layer's own section of a phase's cache record, typed by `record_type`
         (None where the phase wrote none: an older record, a failed phase)."""
-        raw = rec.sections.get(self.section) if self.section else None
+        raw = rec.sections.get(self.section_key)
         if self.record_type is None:
             return raw
         return self.record_type.optional(raw)

@@ -76,6 +76,9 @@ def merge_reports(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
                       f"keeping the later one", file=sys.stderr)
             by_id[key] = c
     merged = dict(reports[0])
+    # each machine's trend covers its own slice only: `pytest-compilecache trend` over the
+    # store shows the whole
+    merged.pop("trend", None)
     # the newest of the versions merged: its reader reads the older reports' checks too
     merged["schema_version"] = max(r.get("schema_version") or 1 for r in reports)
     merged["checks"] = [by_id[n] for n in sorted(by_id)]

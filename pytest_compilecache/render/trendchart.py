@@ -16,6 +16,8 @@ def _label(text: Any) -> str:
 def section(trends: List[Dict[str, Any]]) -> List[str]:
     out: List[str] = []
     for t in trends:
+        if not isinstance(t, dict):
+            continue
         if t.get("error"):
             out += ["### Warm starts per commit", "", f"_{t['error']}_"]
             continue
