@@ -147,6 +147,14 @@ def pytest_argv(report: str, root: Path, locks: Path, device: str, gpu_count: in
     elif deploy:
         raise InputError("deploy is true but there is no baseline: set the input baseline "
                          "(on push there is no PR base to deploy from)")
+    if _choice("compile-caches", "false", ("true", "false")) == "true":
+        if _choice("manifest-cache", "true", ("true", "false")) != "true":
+            raise InputError("compile-caches is true but manifest-cache is false: the compile "
+                             "caches travel in the manifest cache")
+        # kept only by a push to the default branch (the action's save step is gated the
+        # same way): a PR run never leaves code for another run to execute
+        if _env("saves") == "true" and store and not (base and deploy):
+            argv.append("--compile-cache-store-caches")
     if _env("shard"):
         argv.append(f"--compile-cache-shard={_env('shard')}")
     jobs = _env("jobs", "auto")

@@ -48,7 +48,7 @@ class CheckResult:
     location: Dict[str, Any] = field(default_factory=dict)  # test file (rootdir-relative), line
     via: str = "local"  # the warm-start path checked (--compile-cache-via)
     dynamo: Dict[str, Any] = field(default_factory=dict)  # per phase: recompiles.summarize
-    launch: Dict[str, str] = field(default_factory=dict)  # per phase: forked or fresh
+    launch: Dict[str, str] = field(default_factory=dict)  # per phase: forked, fresh or stored
     # --compile-cache-share-variants: what this variant loaded of the entries other
     # variants wrote into the cache they share, and how its outputs there compared
     shared: Dict[str, Any] = field(default_factory=dict)

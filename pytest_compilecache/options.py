@@ -265,8 +265,16 @@ _METAVARS = {"jobs-per-gpu": "K", "warm-on-other-gpu": "index|pinned",
 _FLAGS = (
     ("keep", "keep every check's cache root (default: keep failing ones)"),
     ("baseline-warm", "the deploy scenario: cold run at --compile-cache-baseline's REF (in a "
-                      "worktree), warm run here on REF's caches, every layer must hit, and "
-                      "its outputs must equal a fresh compile of this commit's"),
+                      "worktree, or REF's caches a session there kept with "
+                      "--compile-cache-store-caches), warm run here on REF's caches, every "
+                      "layer must hit, and its outputs must equal a fresh compile of this "
+                      "commit's"),
+    ("store-caches", "keep each passing check's compile caches in the key manifest store, "
+                     "under this commit and environment (the newest 3 commits): the deploy "
+                     "scenario of a later commit (--compile-cache-baseline-warm) then warms "
+                     "its code over them instead of compiling the baseline in a worktree. "
+                     "For main's runs; the caches are code: never restore them from an "
+                     "untrusted source"),
     ("repeat", "run a second cold compile in a relocated cache root and working directory "
                "and fail on any cache-key difference (a nondeterministic key)"),
     ("manifest-only", "record the key manifests from cold runs only: no warm run, no verdict"),

@@ -45,6 +45,7 @@ class Settings:
     repeat: bool = False
     manifest_only: bool = False
     keys_only: bool = False
+    store_caches: bool = False
     trend: int = 10  # commits of history the report shows (history/trend.py)
     trend_alert: float = 2.0
     gpus: str = "auto"
@@ -106,6 +107,15 @@ class Settings:
                              + ("--compile-cache-baseline-warm (the deploy scenario compares "
                                 "commits: run it in a session of its own)"
                                 if values["baseline_warm"] else str(recording)))
+        if values["store_caches"]:
+            other = ("--compile-cache-baseline-warm (its caches are the baseline's)"
+                     if values["baseline_warm"] else recording)
+            if other:
+                raise ValueError(f"--compile-cache-store-caches keeps the caches of checks that "
+                                 f"pass a warm start of this commit; drop {other}")
+            if (values.get("store") or "").lower() == "none":
+                raise ValueError("--compile-cache-store-caches keeps the caches in the key "
+                                 "manifest store: --compile-cache-store=none leaves none")
         if values["baseline_warm"] and recording:
             raise ValueError(f"--compile-cache-baseline-warm needs a warm run; drop {recording}")
         if values.get("via", ("local",)) != ("local",) and (values["baseline_warm"] or recording):

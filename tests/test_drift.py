@@ -4,7 +4,8 @@ pytest sessions on CPU Inductor, manifests in a real store.
 One repository with six commits serves every test in this module, in order:
   c0 first · c1 comment only · c2 sets an inductor config value in the package ·
   c3 comment only · c4 changes a constant in forward · c5 comment only
-Manifests recorded by one test are reused by later ones (as the store promises).
+Manifests recorded by one test are reused by later ones (as the store promises), and
+the caches one keeps (--compile-cache-store-caches) by the deploy scenario after it.
 """
 from __future__ import annotations
 
@@ -172,11 +173,43 @@ def test_graph_change_drifts_with_a_graph_code_diff(repo):
     assert f"{shas[4]}-dirty" in manifests(path)
 
 
+def test_a_deploy_over_the_caches_main_kept_skips_the_baseline_compile(repo, tmp_path):
+    """Main's run keeps each passing check's caches in the store; a later commit that
+    changes no key (a README edit) deploys over them: no worktree, no compile of the
+    baseline, every layer hit and the fresh compile of this commit agrees."""
+    path, shas = repo["path"], repo["shas"]
+    git(path, "checkout", "-q", shas[1])
+    main = check_session(path, "--compile-cache-store-caches")
+    assert main["ret"] == 0 and main["check"]["verdict"] == "pass", main["out"][-3000:]
+    kept = [n for n in main["check"]["notes"] if n.startswith("its caches are kept in the store")]
+    assert kept, main["check"]["notes"]
+    (saved,) = (path / ".compilecache" / "caches").glob(f"*/{shas[1]}/*")
+    assert (saved / "phases" / "cold.json").is_file() and list((saved / "inductor").rglob("*.py"))
+    assert all(p.stat().st_mode & 0o077 == 0 for p in [saved, *saved.rglob("*")])  # code: private
+    (path / "README.md").write_text("a model that changed no key\n")
+    try:
+        s = check_session(path, f"--compile-cache-baseline={shas[1]}",
+                          "--compile-cache-baseline-warm", tmp=tmp_path)
+    finally:
+        git(path, "checkout", "-q", "--", ".")
+        (path / "README.md").unlink(missing_ok=True)
+    c = s["check"]
+    assert s["ret"] == 0 and c["verdict"] == "pass", s["out"][-3000:]
+    assert c["launch"]["cold"] == "stored", c["launch"]
+    assert "cold_process_s" not in c["timings"] and c["timings"]["fresh_process_s"] > 0
+    assert any(f"kept in the store with its caches ({saved}" in n for n in c["notes"]), c["notes"]
+    for layer in ("aot_autograd", "fx_graph", "kernels"):
+        assert c["layers"][layer]["state"] == "hit", (layer, c["layers"][layer])
+    assert [p.name for p in tmp_path.iterdir()] == []  # no worktree, nothing left behind
+
+
 def test_deploy_scenario_fails_and_names_the_drifted_component(repo):
+    """Over the caches main kept (the test above): the config flip is named."""
     path, shas = repo["path"], repo["shas"]
     git(path, "checkout", "-q", shas[2])
     s = check_session(path, f"--compile-cache-baseline={shas[1]}", "--compile-cache-baseline-warm")
     assert s["ret"] == 1, s["out"][-3000:]
+    assert s["check"]["launch"]["cold"] == "stored", s["check"]["launch"]
     for layer in ("aot_autograd", "fx_graph"):
         lv = s["check"]["layers"][layer]
         assert lv["state"] == "miss"

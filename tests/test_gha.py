@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict
+from typing import List, Any, Dict
 
 import pytest
 
@@ -184,6 +184,37 @@ def test_pytest_arguments_from_the_inputs(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setenv("GITHUB_EVENT_NAME", "push")  # a push has no PR base to deploy from
     with pytest.raises(action.InputError, match="deploy is true but there is no baseline"):
         action.pytest_argv("r.json", tmp_path, tmp_path, "cpu", 0)
+
+
+def test_compile_caches_are_kept_only_by_a_push_to_the_default_branch(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for k in [k for k in os.environ if k.startswith("CC_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("CC_MANIFEST_STORE", str(tmp_path / "store"))
+    monkeypatch.setenv("CC_COMPILE_CACHES", "true")
+
+    def argv(event: str, saves: str) -> List[str]:
+        monkeypatch.setenv("GITHUB_EVENT_NAME", event)
+        monkeypatch.setenv("CC_SAVES", saves)  # action.yml: a push to the default branch
+        return action.pytest_argv("r.json", tmp_path, tmp_path, "cpu", 0)
+
+    assert "--compile-cache-store-caches" in argv("push", "true")
+    assert "--compile-cache-store-caches" not in argv("push", "false")  # another branch
+    monkeypatch.setenv("CC_EVENT_BASE", "a" * 40)
+    monkeypatch.setenv("CC_DEPLOY", "true")
+    pr = argv("pull_request", "false")  # restores main's caches, keeps none
+    assert "--compile-cache-baseline-warm" in pr and "--compile-cache-store-caches" not in pr
+    monkeypatch.setenv("CC_MANIFEST_CACHE", "false")
+    monkeypatch.setenv("CC_DEPLOY", "false")
+    with pytest.raises(action.InputError, match="compile caches travel in the manifest cache"):
+        argv("push", "true")
+    spec = _action()
+    (run,) = [st for st in spec["runs"]["steps"] if st.get("id") == "run"]
+    assert run["env"]["CC_SAVES"] == ("${{ github.event_name == 'push' && github.ref == "
+                                      "format('refs/heads/{0}', "
+                                      "github.event.repository.default_branch) }}")
+    (save,) = [st for st in spec["runs"]["steps"] if "actions/cache/save" in st.get("uses", "")]
+    assert "github.event_name == 'push'" in save["if"] and "default_branch" in save["if"]
 
 
 # -- action.yml ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
 
 from pytest_compilecache import files as fs
-from pytest_compilecache.controller import diskspace
+from pytest_compilecache.controller import diskspace, stored
 from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.keyhistory import KeyHistory
 from pytest_compilecache.controller.limits import PhaseLimit
@@ -123,10 +123,14 @@ class CheckRun:
         """Each phase the path plans, until one fails or the path stops; then its rule."""
         nodeid, root = self.item.nodeid, CacheRoot.create(self.item.nodeid, self.settings.root)
         self.roots.append(root)
+        saved_env: Optional[str] = None  # the environment the restored phase ran in
         for i, plan in enumerate(self.path.phases):
             phase = self.phase_now = plan.name
             try:
-                tree = self.session.baseline().tree() if plan.at_baseline else None
+                saved = self.session.history.saved_caches(nodeid, self.notes) \
+                    if plan.from_store else None
+                tree = self.session.baseline().tree() if plan.at_baseline and saved is None \
+                    else None
             except Exception as e:  # git problems: this check errors, the session goes on
                 return error_result(nodeid, phase, f"could not check out the baseline: {e}", "",
                                     self.timings)
@@ -142,7 +146,10 @@ class CheckRun:
                 env_extra = self.path.phase_env(plan)
             except PathUnavailable as e:  # its server is gone: an error, never misses
                 return error_result(nodeid, phase, f"was not run: {e}", "", self.timings)
-            if plan.shared_root:
+            if saved is not None:
+                rec, failure = stored.restored(self, saved, where, phase)
+                saved_env = saved.env_id
+            elif plan.shared_root:
                 shared = self.session.shared_root(nodeid)
                 if shared is None:  # no other variant of its function in the session
                     break
@@ -158,6 +165,10 @@ class CheckRun:
                 if self.damage:  # the warm run's crash follows from the damaged cache
                     result.error_fails = True
                 return result
+            if saved_env is not None and saved is None:  # its caches were another's?
+                other = stored.other_environment(saved_env, rec)
+                if other:
+                    return error_result(nodeid, phase, other, "", self.timings)
             # the first phase, or one on a fresh root that loads no artifact, starts cold
             cold = i == 0 or (plan.fresh_root and plan.artifact != "load")
             hits = confinement.foreign_hits(rec) if cold else []
@@ -266,6 +277,8 @@ class CheckRun:
         result.notes.extend(self.notes)
         result.launch = dict(self.launches)
         result.finalize()  # the verdict from all of it (model.CheckResult.finalize)
+        if s.store_caches and self.path.storable and result.verdict == "pass" and cold:
+            stored.keep(self, cold, result)
         if result.verdict in OK_VERDICTS and not s.keep:
             for r in self.roots:
                 shutil.rmtree(r.path, ignore_errors=True)

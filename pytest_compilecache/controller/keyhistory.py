@@ -111,6 +111,33 @@ class KeyHistory:
             result.problems.append(f"cache keys drifted against {base.label}: "
                                    + ", ".join(changed[:8]) + accept)
 
+    def saved_caches(self, nodeid: str, notes: List[str]) -> Any:
+        """The caches a session at the baseline kept in the store for this check
+        (history/cachestore.Saved), or None: then the baseline compiles in a worktree,
+        and `notes` says why where the store had something to say."""
+        if self.store_path is None:
+            return None
+        from pytest_compilecache.history.cachestore import SavedCaches, Unusable
+
+        base = self.baseline()
+        try:
+            return SavedCaches(self.store_path).find(base.commit["sha"], nodeid)
+        except (Unusable, OSError) as e:  # unsafe or unreadable: never run, never a crash
+            notes.append(f"{e}; compiled {base.label} in a worktree instead")
+            return None
+
+    def keep_caches(self, nodeid: str, cold: Dict[str, Any], root: Any) -> Optional[Path]:
+        """Keep a passing check's root in the store under this commit (a clean one: a
+        dirty tree's caches are no commit's), for later commits' deploy scenario."""
+        commit = self.commit()
+        if self.store_path is None or commit.get("dirty") or not commit.get("sha"):
+            return None
+        from pytest_compilecache.history.cachestore import SavedCaches
+
+        return SavedCaches(self.store_path).save(mf.environment_id(mf.environment_of(cold)),
+                                                 str(commit["sha"]), nodeid, root.watched,
+                                                 root.phases)
+
     def gone_checks(self, results: List[CheckResult], collected_files: Set[str],
                     deselected: Set[str]) -> List[str]:
         """Checks the baseline has, in files this session collected, that no longer exist."""

@@ -322,7 +322,7 @@ class CompileCacheSession:
                            "baseline_warm": s.baseline_warm, "repeat": s.repeat,
                            "launcher": s.launcher,
                            "allow_drift": list(s.allow_drift), "manifest_only": s.manifest_only,
-                           "keys_only": s.keys_only,
+                           "keys_only": s.keys_only, "store_caches": s.store_caches,
                            "store": str(self.store_path) if self.store_path else None},
             __version__, commit=self.history.commit(),
             checks=report.Streamed(self.spool.ids(), self.spool.checks))

@@ -41,6 +41,9 @@ class PhasePlan:
     compare_with: Optional[str] = None  # compares its outputs with this phase's, not cold's
     other_gpu: bool = False  # runs on the GPU after the cold phase's
     #                          (--compile-cache-warm-on-other-gpu; one GPU: the same)
+    from_store: bool = False  # taken from the caches a session at the baseline kept in
+    #                           the store (history/cachestore.py) where it holds them, the
+    #                           phase's record and outputs with them; else run
     shared_root: bool = False  # the cache root the variants of the test function share
     #                            (controller/variants.py), taken in turns; skipped for a
     #                            test with no other variant in the session
@@ -66,6 +69,10 @@ class WarmStartPath:
     # comparison (not when that phase ran another commit's code)
     records_keys = True
     artifact_file = "artifact.bin"  # what a phase saves for the next, in phases/
+    # a passing check's root is what a restart of this commit starts from: kept in the
+    # store with --compile-cache-store-caches (the local restart's; not a path whose
+    # directories hold another commit's caches or an artifact's unpacking)
+    storable = False
     # options of its own (--compile-cache-<name>, ini compile_cache_<name>), registered
     # when the plugin (a built-in path) or the conftest that returns the path loads;
     # `from_settings` reads them with `settings.path_option(name)`

@@ -14,7 +14,8 @@ from pytest_compilecache.paths.local import LocalRestart
 
 class Deploy(LocalRestart):
     """The caches a baseline commit built, deployed under this commit's code: the cold
-    phase runs in the baseline's worktree, so its numbers may legitimately differ, and
+    phase runs in the baseline's worktree (or is the one a session at the baseline kept
+    in the store with its caches), so its numbers may legitimately differ, and
     a stale entry shows against this commit's code. Compiled vs eager catches a stale
     entry only where it is off by more than rounding (assert_close's atol hides a
     relative error of 5e-4 in gradients of size 1e-2), and not at all in a tensor that
@@ -24,10 +25,12 @@ class Deploy(LocalRestart):
     name = "deploy"
     summary = ""  # not a --compile-cache-via value: --compile-cache-baseline-warm
     selectable = False
-    phases = (PhasePlan("cold", at_baseline=True), PhasePlan("warm", keeps_outputs=True),
+    phases = (PhasePlan("cold", at_baseline=True, from_store=True),
+              PhasePlan("warm", keeps_outputs=True),
               PhasePlan("fresh", fresh_root=True, compare_with="warm"))
     records_keys = False
     cold_is_other_code = True
+    storable = False
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:

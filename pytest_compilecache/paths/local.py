@@ -17,6 +17,7 @@ class LocalRestart(WarmStartPath):
     summary = "local (restart over the same cache dirs)"
     phases: Tuple[PhasePlan, ...] = (PhasePlan("cold"), PhasePlan("warm"))
     cold_is_other_code = False
+    storable = True
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
