@@ -20,7 +20,7 @@ import pytest
 
 from pytest_compilecache.child import coldcompare, compare
 from pytest_compilecache.child import confinement
-from pytest_compilecache.child.exit import exit_now
+from pytest_compilecache.child.exit import exit_now, stack_before_timeout
 from pytest_compilecache.child import randomness, replay
 from pytest_compilecache.paths.base import WarmStartPath
 from pytest_compilecache.child import workload as wl
@@ -103,7 +103,7 @@ class ChildPlugin:
         # numpy's are seeded before the test, `replay.seed_all`: what a module draws at
         # import, and the hash seed, stay as a restart leaves them, as in production)
         torch.manual_seed(int(self.spec.get("seed", 0)))
-        _stack_before_timeout(self.spec.get("timeout_s", 0.0))
+        stack_before_timeout(self.spec.get("timeout_s", 0.0))
         self.result["versions"] = wl.versions()
         try:
             self.device = wl.resolve_device(self.spec.get("device", "auto"))
@@ -378,26 +378,3 @@ def load_spec(path: str) -> PhaseSpec:
     with open(path) as f:
         spec: PhaseSpec = json.load(f)
     return spec
-
-
-def _stack_before_timeout(timeout_s: Any) -> None:
-    """Shortly before the launcher kills a hung phase (--compile-cache-timeout, counted
-    from the process's start), write every thread's stack to stderr: the timeout's
-    message quotes the log's tail, and a phase that hangs has often said nothing there
-    (its logging is held by pytest's capture until the test ends, which it never does)."""
-    import faulthandler
-
-    if not timeout_s:
-        return
-    elapsed = 0.0
-    try:  # since this process started (a fork of a preloaded interpreter, or an exec)
-        stat = Path("/proc/self/stat").read_text()
-        ticks = int(stat[stat.rindex(")") + 2:].split()[19])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        elapsed = max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        pass
-    margin = min(5.0, 0.2 * float(timeout_s))
-    at = float(timeout_s) - elapsed - margin
-    if at > 0:
-        faulthandler.dump_traceback_later(at, exit=False, file=2)  # fd 2: the phase log

@@ -12,12 +12,13 @@ import os
 import shutil
 import traceback
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.controller import diskspace, stored
 from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.keyhistory import KeyHistory
+from pytest_compilecache.controller.lease import phase_lease
 from pytest_compilecache.controller.limits import PhaseLimit
 from pytest_compilecache.controller.outcome import blame_full_disk, phase_outcome
 from pytest_compilecache.controller.repeat import repeat_cold
@@ -336,7 +337,7 @@ class CheckRun:
         spec_path.write_text(json.dumps(spec))
         try:
             self.session.timeline.mark(f"{phase} asked")
-            with self._lease(phase, env, spec, spec_path) as lease, \
+            with phase_lease(self, phase, env, spec, spec_path) as lease, \
                     session.progress.step(f"{phase} phase" + (" (in the baseline's worktree)"
                                                               if tree is not None else "")):
                 # a check's cold phase and its others fork from different interpreters
@@ -389,34 +390,3 @@ class CheckRun:
             from pytest_compilecache.launch.descendants import leftovers_note
 
             self.notes.append(leftovers_note(phase, launched.leftovers))
-
-    @contextlib.contextmanager
-    def _lease(self, phase: str, env: Dict[str, str], spec: PhaseSpec,
-               spec_path: Path) -> Iterator[Any]:
-        """Hold a slot for one phase and point the child at its GPU. A phase the path
-        plans on another GPU (--compile-cache-warm-on-other-gpu) leases the GPU after the
-        cold phase's: with the `index` layout every phase sees (cold GPU, next GPU) and
-        runs on its own of the two; with `pinned` each sees only its own, as cuda:0."""
-        pool = self.session.slot_pool()
-        devices = list(dict.fromkeys(sl.device for sl in pool.slots))
-        layout = self.settings.warm_on_other_gpu if len(devices) > 1 else ""
-        plan = next((p for p in self.path.phases if p.name == phase), None)
-
-        def after(dev: str) -> str:
-            return devices[(devices.index(dev) + 1) % len(devices)]
-
-        cold = self.cold_device if self.cold_device in devices else None
-        want = after(cold) if layout and cold and plan is not None and plan.other_gpu \
-            else None
-        with pool.lease(f"{self.item.nodeid} [{phase}]", device=want) as lease:
-            dev = lease.slot.device
-            if phase == "cold":
-                self.cold_device = cold = dev
-            if layout == "index" and cold:
-                pair = [cold, after(cold)]
-                env["CUDA_VISIBLE_DEVICES"] = ",".join(pair)
-                spec["cuda_index"] = pair.index(dev)
-                spec_path.write_text(json.dumps(spec))
-            else:
-                env.update(lease.slot.env())
-            yield lease

@@ -6,7 +6,8 @@ its place. In an xdist session the controller reads the times once and hands the
 its workers (their collections must agree item for item)."""
 from __future__ import annotations
 
-from typing import Callable, Dict, List, TypeVar
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -27,3 +28,18 @@ def longest_first(items: List[T], is_check: Callable[[T], bool], nodeid: Callabl
         items[k] = c
     return ordered != checks
 
+
+def known_times(workerinput: Optional[Dict[str, Any]], shard_times: Optional[str],
+                store_path: Optional[Path]) -> Dict[str, float]:
+    """Earlier seconds per check: an xdist worker's from its controller (so their
+    collections agree), else the report given as --compile-cache-shard-times (raises
+    render.shard.BadTimes for one that cannot be read), else the store's (history/times.py)."""
+    if workerinput is not None:
+        return dict(workerinput.get("compilecache_times") or {})
+    if shard_times:
+        from pytest_compilecache.render import shard
+
+        return shard.times_from_report(shard_times)
+    from pytest_compilecache.history import times
+
+    return times.read(store_path) if store_path else {}

@@ -250,24 +250,17 @@ class CompileCacheSession:
         node.workerinput["compilecache_times"] = self.check_times()
 
     def check_times(self) -> Dict[str, float]:
-        """Earlier seconds per check, for handing them out longest first
-        (controller/order.py): a worker's from its controller; else the report given as
-        --compile-cache-shard-times, else the store's (history/times.py). Read once."""
+        """Earlier seconds per check, for handing them out longest first (where they
+        come from: controller/order.known_times). Read once."""
         if self._times is None:
-            workerinput = getattr(self.config, "workerinput", None)
-            if workerinput is not None:
-                self._times = dict(workerinput.get("compilecache_times") or {})
-            elif self.settings.shard_times:
-                from pytest_compilecache.render import shard
+            from pytest_compilecache.controller.order import known_times
+            from pytest_compilecache.render.shard import BadTimes
 
-                try:
-                    self._times = shard.times_from_report(self.settings.shard_times)
-                except shard.BadTimes as e:
-                    raise pytest.UsageError(str(e)) from None
-            else:
-                from pytest_compilecache.history import times
-
-                self._times = times.read(self.store_path) if self.store_path else {}
+            try:
+                self._times = known_times(getattr(self.config, "workerinput", None),
+                                          self.settings.shard_times, self.store_path)
+            except BadTimes as e:
+                raise pytest.UsageError(str(e)) from None
         return self._times
 
     def adopt_dirs(self, workerinput: Dict[str, Any]) -> None:
