@@ -64,7 +64,7 @@ class BodyHooks:
             self.trail, self.inputs = observe.trail, observe.inputs
             o.save_artifact()
         compiled = dict(o.recorder.outputs)
-        o._finish(compiled, self._references(pyfuncitem))
+        o.finish(compiled, lambda: self._references(pyfuncitem))
         return res
 
     def _references(self, pyfuncitem: pytest.Function) -> References:

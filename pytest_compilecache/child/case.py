@@ -56,7 +56,7 @@ class CaseHooks:
             if compiled is None:  # the path failed, or cannot take this workload
                 return True
             o.save_artifact()
-        o._finish(compiled, self.references(prepared))
+        o.finish(compiled, lambda: self.references(prepared))
         return True
 
     def compile_and_run(self, prepared: List[Any], kwargs: Dict[str, Any]

@@ -73,6 +73,9 @@ class WarmStartPath:
     # store with --compile-cache-store-caches (the local restart's; not a path whose
     # directories hold another commit's caches or an artifact's unpacking)
     storable = False
+    # its rule reads the outputs (compiled vs eager vs float64, warm vs cold): where it
+    # does not (a recording of keys), the child makes no reference run at all
+    compares_outputs = True
     # options of its own (--compile-cache-<name>, ini compile_cache_<name>), registered
     # when the plugin (a built-in path) or the conftest that returns the path loads;
     # `from_settings` reads them with `settings.path_option(name)`

@@ -14,6 +14,7 @@ class RecordKeys(WarmStartPath):
     name = "record"
     selectable = False
     phases = (PhasePlan("cold"),)
+    compares_outputs = False  # a recording has no verdict: no eager or float64 re-run
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
