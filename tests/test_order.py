@@ -93,3 +93,80 @@ def test_a_session_orders_its_checks_by_the_stores_times(pytester: pytest.Pytest
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*--compile-cache-shard-times: *report.json: not a "
                               "pytest-compilecache report*"])
+
+
+# -- under pytest-xdist's --dist load: its real scheduler, run on simulated time ----------
+class _Node:
+    """What LoadScheduling sends to: a worker that runs its tests one after another."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = type("Gateway", (), {"id": name})()
+        self.queue: List[int] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices: List[int]) -> None:
+        self.queue.extend(indices)
+
+    def send_runtest_all(self) -> None:  # not used by load scheduling's start
+        raise AssertionError
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def _makespan(order: List[str], seconds: dict, workers: int) -> float:
+    """The session's wall time: xdist's LoadScheduling hands `order` out to `workers`
+    workers, each running its tests in turn, told of each completion as xdist is."""
+    from xdist.scheduler.load import LoadScheduling
+
+    options = {"maxschedchunk": None, "tx": ["popen"] * workers, "numprocesses": None,
+               "dist": "load"}
+    config = type("Config", (), {"getoption": lambda self, name, default=None: options.get(
+        name, default), "getvalue": lambda self, name: options.get(name)})()
+    sched = LoadScheduling(config)
+    nodes = [_Node(f"gw{i}") for i in range(workers)]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, order)
+    sched.schedule()
+    clock = {node: 0.0 for node in nodes}
+    while any(node.queue for node in nodes):
+        node = min((n for n in nodes if n.queue), key=lambda n: clock[n])
+        index = node.queue.pop(0)
+        clock[node] += seconds[order[index]]
+        sched.mark_test_complete(node, index)
+    return max(clock.values())
+
+
+@pytest.mark.parametrize("workers", [2, 3, 4, 8])
+def test_under_dist_load_the_longest_checks_start_on_different_workers(workers: int) -> None:
+    """The sharding benchmark's eight models on 4 GPUs: handed out plain longest first,
+    xdist's first chunk gave one worker the two longest (4x1: 113.9 s against 273.6 s
+    on one GPU, 0.60 per GPU). Dealt across the workers no case is longer, and four
+    workers finish with the longest pair. Where the first chunks are not every test,
+    the order stays longest first (the rest go to whichever worker runs low)."""
+    pytest.importorskip("xdist")
+    seconds = {"bert": 52.0, "mobilenet": 50.0, "deit": 40.0, "resnet18": 30.0,
+               "vit": 25.0, "gpt2": 24.0, "effnet": 20.0, "resnet50": 16.0}
+    longest = sorted(seconds, key=lambda k: -seconds[k])
+    plain = list(longest)
+    dealt = list(longest)
+    longest_first(dealt, lambda i: True, lambda i: i, seconds, workers)
+    assert sorted(dealt) == sorted(plain)
+    assert _makespan(dealt, seconds, workers) <= _makespan(plain, seconds, workers)
+    if workers == 4:
+        assert _makespan(plain, seconds, 4) == 102.0  # bert then mobilenet on one worker
+        assert _makespan(dealt, seconds, 4) == 70.0  # mobilenet + effnet, the longest pair
+    many = {f"m{i}": float(100 - 3 * i) for i in range(30)}  # more than two per worker
+    order = sorted(many, key=lambda k: -many[k])
+    laid = list(order)
+    longest_first(laid, lambda i: True, lambda i: i, many, workers)
+    assert _makespan(laid, many, workers) <= _makespan(order, many, workers) + 1e-9
+
+
+def test_a_collection_with_other_tests_is_only_put_longest_first() -> None:
+    items = ["c1", "plain", "c2", "c3", "c4"]
+    laid = list(items)
+    longest_first(laid, lambda i: i.startswith("c"), lambda i: i,
+                  {"c1": 5, "c2": 50, "c3": 20, "c4": 1}, load_nodes=4)
+    assert laid == ["c2", "plain", "c3", "c1", "c4"]  # xdist's chunks hold the other test

@@ -57,8 +57,9 @@ def checks_of(session: Any, config: pytest.Config, items: List[pytest.Item]) -> 
                                     f"node ids") from None
         _deselect(config, items, lambda i: i.nodeid in wanted)
     # the order a run hands them out in (--collect-only shows it)
+    nodes, chunk = order.load_scheduling(config)
     order.longest_first(items, lambda i: isinstance(i, CheckItem), lambda i: i.nodeid,
-                        session.check_times())
+                        session.check_times(), nodes, chunk)
     listed = os.environ.get(LIST_CHECKS_ENV)
     if listed and config.option.collectonly and session.role == Role.CONTROLLER:
         Path(listed).write_text(json.dumps([i.nodeid for i in items

@@ -23,6 +23,7 @@ from pytest_compilecache.controller.check import CheckRun
 from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.limits import LATER_FACTOR, LATER_FLOOR_S
 from pytest_compilecache.controller.keyhistory import KeyHistory
+from pytest_compilecache.controller.order import known_times, load_scheduling
 from pytest_compilecache.controller.ledger import Ledger
 from pytest_compilecache.controller.progress import Progress
 from pytest_compilecache.controller.spool import Spool
@@ -248,12 +249,12 @@ class CompileCacheSession:
             "results": self.ledger.results_dir, "locks": self.lock_path, "pch": self.pch_path,
             "shared": self.shared_path}
         node.workerinput["compilecache_times"] = self.check_times()
+        node.workerinput["compilecache_load"] = load_scheduling(self.config)
 
     def check_times(self) -> Dict[str, float]:
         """Earlier seconds per check, for handing them out longest first (where they
         come from: controller/order.known_times). Read once."""
         if self._times is None:
-            from pytest_compilecache.controller.order import known_times
             from pytest_compilecache.render.shard import BadTimes
 
             try:
