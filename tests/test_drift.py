@@ -121,6 +121,9 @@ def test_comment_only_change_has_no_drift(repo, tmp_path):
     stored = manifests(path)
     # the baseline was recorded in a worktree; this run's manifest is stored for c1, clean
     assert shas[0] in stored and shas[1] in stored
+    # the baseline keys only (stopped before code generation), this commit's in full
+    assert stored[shas[0]]["checks"][NODE]["keys_only"] is True
+    assert "keys_only" not in stored[shas[1]]["checks"][NODE]
     assert stored[shas[1]]["commit"]["dirty"] is False
     assert stored[shas[1]]["commit"]["subject"] == "explain the model"
     graphs = stored[shas[1]]["checks"][NODE]["graphs"]
@@ -166,6 +169,11 @@ def test_graph_change_drifts_with_a_graph_code_diff(repo):
     # the failure says how to accept a change that is meant
     assert any(p.endswith("accept it with --compile-cache-allow-drift='gm'")
                for p in s["check"]["problems"]), s["check"]["problems"]
+    # c3's keys-only recording drifted from this compile in full: c3 was recorded again
+    # in full, and the drift stands (the verdict a baseline compiled in full gives)
+    assert any("recorded again compiled in full: the drift is confirmed" in n
+               for n in s["check"]["notes"]), s["check"]["notes"]
+    assert "keys_only" not in manifests(path)[shas[3]]["checks"][NODE]
     diff = "\n".join(fx["graph_code_diff"])
     assert "-    mul = torch.ops.aten.mul.Tensor(relu, 2.0)" in diff
     assert "+    mul = torch.ops.aten.mul.Tensor(relu, 3.0)" in diff

@@ -246,6 +246,8 @@ class CheckRun:
         cold = self.recs.get("cold")
         if cold is not None and self.path.records_keys:
             entry = mf.check_entry(cold.raw.get("cache") or {}, result.verdict)
+            if self.path.keys_only:  # stopped before code generation: keyhistory.py
+                entry["keys_only"] = True
             if self.timed(result):  # a recording's cold-only run is no point of the trend
                 entry["run"] = trend.run_entry(result.timings.get("cold_s"),
                                                result.timings.get("warm_s"),

@@ -42,11 +42,14 @@ def tree_env(base: Dict[str, str], tree: Path) -> Dict[str, str]:
 
 def record(tree: Path, pytest_args: Sequence[str], store: Path, options: Sequence[str],
            log: Path, timeout: Optional[float] = None, select: Optional[Iterable[str]] = None,
-           cwd: Optional[Path] = None) -> int:
+           cwd: Optional[Path] = None, keys_only: bool = False) -> int:
     """Run a cold-only recording session in `tree`; its manifest lands in `store`.
-    Returns pytest's exit code (1: some check failed or errored; still recorded)."""
+    `keys_only`: stopped before code generation (--compile-cache-keys-only), else
+    compiled in full. Returns pytest's exit code (1: some check failed or errored;
+    still recorded)."""
+    how = "--compile-cache-keys-only" if keys_only else "--compile-cache-manifest-only"
     argv = ["-m", "pytest", *pytest_args, "--compile-cache-check",
-            "--compile-cache-manifest-only", f"--compile-cache-store={store}",
+            how, f"--compile-cache-store={store}",
             "-p", "no:cacheprovider", "-q", "--no-header", *options,
             *pytest_child_flags(_entry_point_installed(),
                                 importlib.util.find_spec("xdist") is not None)]
@@ -86,10 +89,13 @@ def collect_checks(tree: Path, pytest_args: Sequence[str], options: Sequence[str
 
 
 class Baseline:
-    """REF's manifest in this environment, recorded once per store (file-locked)."""
+    """REF's manifest in this environment, recorded once per store (file-locked): keys
+    only (`keys_only`: stopped before code generation, a fraction of a cold compile),
+    and in full for a check whose keys then differ (`record_in_full`)."""
 
     def __init__(self, repo: Path, rev: str, store: ManifestStore, options: Sequence[str],
-                 rel_rootdir: Path, rel_invocation: Path, timeout: Optional[float]) -> None:
+                 rel_rootdir: Path, rel_invocation: Path, timeout: Optional[float],
+                 keys_only: bool = False) -> None:
         self.repo = repo
         self.rev = rev
         self.commit = history.resolve(repo, rev)
@@ -104,6 +110,8 @@ class Baseline:
         self._attempted: set = set()
         self._loaded: Dict[str, Dict[str, Any]] = {}  # env id -> manifest last read
         self.record_s = 0.0  # seconds spent recording REF in a worktree (0: read from the store)
+        self.keys_only = keys_only
+        self.in_full: set = set()  # node ids recorded again in full
 
     @property
     def label(self) -> str:
@@ -146,7 +154,25 @@ class Baseline:
             self._loaded[env_id] = found
         return found
 
-    def _record(self, nodeids: Sequence[str]) -> None:
+    def record_in_full(self, env: Dict[str, Any], nodeid: str) -> Optional[Dict[str, Any]]:
+        """REF's manifest after recording `nodeid` again compiled in full (once: a
+        keys-only recording's keys that differ from a head compiled in full are
+        confirmed, or not, by REF's own full compile)."""
+        env_id, sha = mf.environment_id(env), self.commit["sha"]
+        with self.store.lock(f"record-{env_id}-{sha}"):
+            found = self.store.read(env_id, sha)
+            entry = (found or {}).get("checks", {}).get(nodeid) or {}
+            if nodeid not in self.in_full and entry.get("keys_only"):
+                self.in_full.add(nodeid)
+                started = time.monotonic()
+                self._record([nodeid], full=True)
+                self.record_s += time.monotonic() - started
+                found = self.store.read(env_id, sha)
+        if found is not None:
+            self._loaded[env_id] = found
+        return found
+
+    def _record(self, nodeids: Sequence[str], full: bool = False) -> None:
         root = self.tree()
         files = sorted({n.split("::")[0] for n in nodeids if (root / n.split("::")[0]).exists()})
         if not files:
@@ -155,7 +181,7 @@ class Baseline:
         assert self._tree is not None  # set by self.tree()
         rc = record(root, [str(root / f) for f in files] + ["--rootdir", str(root)],
                     self.store.root, self.options, log, self.timeout, select=nodeids,
-                    cwd=self._tree / self.rel_invocation)
+                    cwd=self._tree / self.rel_invocation, keys_only=self.keys_only and not full)
         if rc == 0:  # a log worth reading is one of a recording that failed
             shutil.rmtree(log.parent, ignore_errors=True)
         else:

@@ -76,6 +76,9 @@ class WarmStartPath:
     # its rule reads the outputs (compiled vs eager vs float64, warm vs cold): where it
     # does not (a recording of keys), the child makes no reference run at all
     compares_outputs = True
+    # its cold phase stops once the keys are computed, before code generation: a drift
+    # against a manifest it recorded is confirmed by a recording in full (keyhistory.py)
+    keys_only = False
     # options of its own (--compile-cache-<name>, ini compile_cache_<name>), registered
     # when the plugin (a built-in path) or the conftest that returns the path loads;
     # `from_settings` reads them with `settings.path_option(name)`

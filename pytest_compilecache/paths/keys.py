@@ -17,6 +17,7 @@ from pytest_compilecache.wire import PhaseRecord
 class KeysOnly(RecordKeys):
     """Cold only, stopped before code generation: the manifest of a cold run's keys."""
     name = "keys"
+    keys_only = True
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:
