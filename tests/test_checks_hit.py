@@ -77,8 +77,10 @@ def test_body(compile_cache):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
     path = tmp_path_factory.mktemp("repo_hit")
+    # the graph-break model's cold and warm pass, graph for graph: tests/test_keys_only.py's
+    # full session runs it (CI time)
     return run_repo(path, {"test_models.py": TESTS, "sitecustomize.py": NO_NUMPY},
-                    f"--junitxml={path / 'junit.xml'}")
+                    f"--junitxml={path / 'junit.xml'}", "-k", "not test_graph_break")
 
 
 def _layers(check):
@@ -116,14 +118,6 @@ def test_training_step_hits_and_compares_gradients(run: RepoRun) -> None:
     assert eager["gradients_gated"] is True and eager["ungated_gradients"] == []
 
 
-def test_graph_break_gives_two_graphs_that_all_hit(run: RepoRun) -> None:
-    c = run.check("test_graph_break")
-    assert c["verdict"] == "pass", run.out[-3000:]
-    warm = [g for g in c["graphs"] if g["phase"] == "warm"]
-    assert {g["compile_id"] for g in warm} == {"0/0", "1/0"}
-    assert all(g["state"] == "hit" for g in warm)
-
-
 def test_body_form_records_every_compiled_call(run: RepoRun) -> None:
     c = run.check("test_body")
     assert c["verdict"] == "pass", run.out[-3000:]
@@ -147,7 +141,7 @@ def test_forward_without_backward_is_flagged_never_saved(run: RepoRun) -> None:
 
 def test_session_exit_status_and_summary(run: RepoRun) -> None:
     assert run.ret == 1
-    assert "4 passed" in run.out and "1 failed" in run.out
+    assert "3 passed" in run.out and "1 failed" in run.out
     assert "compile-cache summary" in run.out
     row = next(line for line in run.out.splitlines() if "::test_training " in line
                and line.split()[1:2] == ["pass"])

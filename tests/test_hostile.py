@@ -140,7 +140,6 @@ import os
 import pytest
 import torch
 
-from models import MLP
 from pytest_compilecache import ModelCase
 
 PATH = os.environ["PATH"]  # g++ needs it, in production as here
@@ -149,14 +148,14 @@ os.environ["PATH"] = PATH
 
 
 @pytest.mark.compile_cache
-@pytest.mark.parametrize("n", [4, 8])
+@pytest.mark.parametrize("n", [4])
 def test_cleared(n):
     ...
 
 
 @pytest.fixture
 def model_case(n):
-    return ModelCase(MLP(), example_inputs=(torch.randn(n, 16),))
+    return ModelCase(torch.nn.Linear(16, 4), example_inputs=(torch.randn(n, 16),))
 '''
 
 
@@ -164,7 +163,9 @@ def test_a_cleared_environment_loses_no_check_under_xdist(tmp_path: Path) -> Non
     run = run_repo(tmp_path, {"test_clears.py": CLEARS.replace("def test_cleared(n)",
                                                                "def test_cleared(model_case)")},
                    "-n", "2", "--compile-cache-store=none")
-    assert run.report is not None and len(run.report["checks"]) == 2, run.out[-3000:]
+    # one check on one of two workers: the worker's ledger survives the cleared
+    # environment (the model is the smallest: the subject is the session, CI time)
+    assert run.report is not None and len(run.report["checks"]) == 1, run.out[-3000:]
     for c in run.report["checks"]:
         assert c["verdict"] == "pass", run.out[-3000:]
         assert any("(the environment was cleared?)" in n and "TORCHINDUCTOR_CACHE_DIR removed"

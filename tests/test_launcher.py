@@ -28,11 +28,13 @@ from pytest_compilecache import ModelCase
 
 @pytest.fixture
 def mlp():
-    return ModelCase(MLP(), example_inputs=(torch.randn(4, 16),), train=True)
+    # inference: the subject is how phases start (training runs forked in every other
+    # session), CI time
+    return ModelCase(MLP(), example_inputs=(torch.randn(4, 16),))
 
 
 @pytest.mark.compile_cache
-def test_a_training_step(mlp):
+def test_a_model_step(mlp):
     ...
 
 
@@ -67,7 +69,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, RepoRun]:
     files = {"test_launch.py": TESTS, "conftest.py": CONFTEST}
     # the variable changed between phases matters to the preloaded launcher alone; one
     # check of fresh interpreters is the reference (CI time)
-    only = {"preloaded": (), "fresh": ("-k", "test_a_training_step")}
+    only = {"preloaded": (), "fresh": ("-k", "test_a_model_step")}
     return {launcher: run_repo(tmp_path_factory.mktemp(f"launcher_{launcher}"), files,
                                "--compile-cache-job-id=per-check",
                                f"--compile-cache-launcher={launcher}", *only[launcher])
@@ -78,13 +80,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, RepoRun]:
 def test_phases_fork_and_give_the_verdicts_of_fresh_interpreters(runs) -> None:
     pre, fresh = runs["preloaded"], runs["fresh"]
     assert pre.report["settings"]["launcher"] == "preloaded"
-    for name in ("test_a_training_step", "test_varying_batch"):
+    for name in ("test_a_model_step", "test_varying_batch"):
         a = pre.check(name)
         assert a["launch"] == {"cold": "forked", "warm": "forked"}, pre.out[-3000:]
         assert a["verdict"] == "pass", pre.out[-3000:]
         assert a["outputs"]["warm_vs_cold"]["ok"] and a["outputs"]["warm_vs_eager"]["ok"]
         assert not [n for n in a["notes"] if "fresh interpreter" in n]
-    a, b = pre.check("test_a_training_step"), fresh.check("test_a_training_step")
+    a, b = pre.check("test_a_model_step"), fresh.check("test_a_model_step")
     assert b["launch"] == {"cold": "fresh", "warm": "fresh"}
     assert b["verdict"] == "pass", fresh.out[-3000:]
     assert {k: v["state"] for k, v in a["layers"].items()} == \
@@ -99,7 +101,7 @@ def test_each_forked_phase_reads_its_own_job_id(runs) -> None:
     pre = runs["preloaded"]
     assert pre.report["settings"]["job_id"] == "per-check"
     ids = set()
-    for name in ("test_a_training_step", "test_varying_batch"):
+    for name in ("test_a_model_step", "test_varying_batch"):
         c = pre.check(name)
         for phase in ("cold", "warm"):
             assert c["job_id"][phase]["source"] == "plugin (--compile-cache-job-id=per-check)"

@@ -124,8 +124,9 @@ def _repo(factory: pytest.TempPathFactory, name: str, via: str, *tests: str) -> 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
-    return _repo(tmp_path_factory, "repo_mega", "local,mega",
-                 "test_fused", "test_linear", "test_linear_damaged")
+    # a damaged artifact's load is named on the precompile path (`traced`: the same
+    # loader, CachingPrecompile being a MegaCache), CI time
+    return _repo(tmp_path_factory, "repo_mega", "local,mega", "test_fused", "test_linear")
 
 
 @pytest.fixture(scope="module")
@@ -150,10 +151,9 @@ def _check(run: RepoRun, name: str, via: str) -> dict:
 def test_each_path_is_a_result_of_its_own(run: RepoRun) -> None:
     assert sorted((c["nodeid"].split("::")[1], c["via"]) for c in run.report["checks"]) == [
         ("test_fused", "local"), ("test_fused", "mega"), ("test_linear", "local"),
-        ("test_linear", "mega"), ("test_linear_damaged", "local"),
-        ("test_linear_damaged", "mega")]
+        ("test_linear", "mega")]
     assert "test_paths.py::test_fused [via mega]" in run.out
-    assert run.ret == 1 and "2 failed, 1 passed" in run.out
+    assert run.ret == 1 and "1 failed, 1 passed" in run.out
 
 
 def test_mega_cache_without_the_compiled_cpp_kernels_fails_naming_them(run: RepoRun) -> None:
@@ -179,14 +179,6 @@ def test_mega_cache_that_carries_everything_passes(run: RepoRun) -> None:
     assert c["verdict"] == "pass", run.out[-3000:]
     assert c["layers"]["fx_graph"]["state"] == "hit"
     assert c["outputs"]["warm_vs_cold"]["ok"] and c["outputs"]["warm_vs_eager"]["ok"]
-
-
-def test_a_damaged_artifact_fails_naming_the_load(run: RepoRun) -> None:
-    assert _check(run, "test_linear_damaged", "local")["verdict"] == "pass"
-    c = _check(run, "test_linear_damaged", "mega")
-    assert c["verdict"] == "fail"
-    assert c["problems"][0].startswith("mega: torch.compiler.load_cache_artifacts() "
-                                       "returned None: it could not read"), c["problems"]
 
 
 def test_junit_has_the_properties_of_each_path(run: RepoRun) -> None:

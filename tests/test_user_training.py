@@ -1,8 +1,8 @@
 """Training bodies as people really write them (issue 36), judged without being changed:
 several optimizer steps in float32 SGD with momentum, fp16 autocast with a GradScaler,
-bf16 autocast with AdamW, each loss recorded. Each also runs with a compiled path that
-computes 5% off (what a miscompile looks like): that must fail, naming compiled vs eager,
-on the first step already."""
+bf16 autocast with AdamW, each loss recorded. A compiled path that computes 5% off (what a
+miscompile looks like) must fail, naming compiled vs eager, on the first step already
+(bf16, the loosest tolerance), and a backward 5% off on the later steps (fp32)."""
 from __future__ import annotations
 
 import pytest
@@ -68,7 +68,7 @@ def test_training(compile_cache, amp):
 
 
 @pytest.mark.compile_cache
-@pytest.mark.parametrize("amp", ["fp32", "bf16"])
+@pytest.mark.parametrize("amp", ["bf16"])
 def test_training_off(compile_cache, amp):
     train(compile_cache, 1.05, amp)
 
@@ -102,7 +102,9 @@ def test_training_with_several_steps_passes(run: RepoRun, amp: str) -> None:
     assert c["outputs"]["warm_vs_cold"]["ok"]
 
 
-@pytest.mark.parametrize("amp", ["fp32", "bf16"])  # fp16's: tests/test_amp.py, on its rule
+# bf16's, the loosest tolerance (fp16's: tests/test_amp.py, on its rule; fp32's rule: the
+# recorded cases of tests/test_judges.py, and the backward off below runs in fp32)
+@pytest.mark.parametrize("amp", ["bf16"])
 def test_training_computed_5_percent_off_fails(run: RepoRun, amp: str) -> None:
     c = run.check(f"test_training_off[{amp}]")
     assert c["verdict"] == "fail", run.out[-3000:]
