@@ -100,6 +100,35 @@ def test_caches_someone_else_could_have_written_are_refused(tmp_path: Path, spoi
     assert "refusing them" in str(e.value)
 
 
+def test_the_stores_own_directories_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o002)  # group-writable by default, as on many self-hosted runners
+    try:
+        store = SavedCaches(tmp_path / "store")
+        save(store, tmp_path)
+    finally:
+        os.umask(old)
+    for d in (store.root, store.root / ENV, store.root / ENV / ("a" * 40)):
+        assert d.stat().st_mode & 0o777 == 0o700, d
+    assert store.find("a" * 40, NODE) is not None
+
+
+def test_a_caches_copy_too_large_for_any_restore_is_not_kept(tmp_path: Path,
+                                                             monkeypatch) -> None:
+    monkeypatch.setenv(MAX_GB_ENV, "0.00000005")  # ~54 bytes
+    store = SavedCaches(tmp_path / "store")
+    with pytest.raises(Unusable, match="over the"):
+        save(store, tmp_path)
+    assert not list((store.root / ENV / ("a" * 40)).iterdir())  # its temporary copy gone
+
+
+def test_another_environments_refused_copy_does_not_hide_a_usable_one(tmp_path: Path) -> None:
+    store = SavedCaches(tmp_path / "store")
+    save(store, tmp_path, env="env-one")
+    bad = save(store, tmp_path, env="env-two")  # saved last: found first
+    (bad / "meta.json").chmod(0o666)
+    assert store.find("a" * 40, NODE).env_id == "env-one"
+
+
 def test_a_directory_above_others_could_write_is_refused(tmp_path: Path) -> None:
     store = SavedCaches(tmp_path / "store")
     kept = save(store, tmp_path)

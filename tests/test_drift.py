@@ -217,16 +217,18 @@ def test_bisect_finds_the_first_drifting_commit(repo):
     """GOOD's stored manifest also holds a check these arguments do not select (a session
     that checked more): bisect compares the checks its arguments select, learnt from a
     collect-only session at GOOD (seconds), and reads GOOD's keys from the store instead
-    of recording them again (issue 38: a recording compiles every check)."""
+    of recording them again (issue 38: a recording compiles every check). GOOD is c1,
+    whose keys were recorded compiled in full: c0's are a baseline's keys-only recording,
+    which bisect would record again (it compares full recordings only)."""
     path, shas = repo["path"], repo["shas"]
-    (good,) = [f for f in (path / ".compilecache" / "manifests").rglob(f"{shas[0]}.json")]
+    (good,) = [f for f in (path / ".compilecache" / "manifests").rglob(f"{shas[1]}.json")]
     original = good.read_text()
     stored = json.loads(original)
     stored["checks"]["tests/test_net.py::test_other"] = stored["checks"][NODE]
     good.write_text(json.dumps(stored))
     git(path, "checkout", "-q", shas[5])
     try:
-        proc = run(path, "-m", "pytest_compilecache", "bisect", "--device", "cpu", shas[0],
+        proc = run(path, "-m", "pytest_compilecache", "bisect", "--device", "cpu", shas[1],
                    shas[5], "--", NODE)
     finally:  # the later tests diff GOOD's manifest as it was
         stored = json.loads(good.read_text())
@@ -234,11 +236,11 @@ def test_bisect_finds_the_first_drifting_commit(repo):
         good.write_text(json.dumps(stored))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert f"first commit whose cache keys differ from {shas[0][:10]}: {shas[2]} \"tune inductor\"" in out
+    assert f"first commit whose cache keys differ from {shas[1][:10]}: {shas[2]} \"tune inductor\"" in out
     assert "inductor_config[epilogue_fusion]: True -> False" in out
-    assert "of 5 commits tested" in out
-    assert f"  {shas[0][:10]}: read from " in out and "(1 check(s) the arguments select)" in out
-    assert f"recording {shas[0][:10]}" not in out
+    assert "of 4 commits tested" in out
+    assert f"  {shas[1][:10]}: read from " in out and "(1 check(s) the arguments select)" in out
+    assert f"recording {shas[1][:10]}" not in out
 
 
 def test_cli_show_and_diff_read_json_without_torch(repo):

@@ -280,7 +280,8 @@ class CheckRun:
         result.notes.extend(self.notes)
         result.launch = dict(self.launches)
         result.finalize()  # the verdict from all of it (model.CheckResult.finalize)
-        if s.store_caches and self.path.storable and result.verdict == "pass" and cold:
+        if s.store_caches and self.path.storable and self.path.via == "local" \
+                and result.verdict == "pass" and cold:
             stored.keep(self, cold, result)
         if result.verdict in OK_VERDICTS and not s.keep:
             for r in self.roots:

@@ -106,11 +106,18 @@ class KeyHistory:
                 old = (found or {}).get("checks", {}).get(nodeid)
                 cmp = mf.compare_check(old, entry, self.settings.allow_drift,
                                        load_old=base.store.loader(found or {}))
-                result.notes.append(
-                    f"the baseline's keys-only recording differed ({', '.join(differed[:4])}); "
-                    f"{base.label} recorded again compiled in full: "
-                    + ("the drift is confirmed" if cmp["status"] == "drifted" else
-                       f"{cmp['status']}, the keys-only recording's difference was not drift"))
+                if (old or {}).get("keys_only"):  # the full recording failed: say so
+                    logs = ", ".join(str(p) for p in base.logs)
+                    result.notes.append(f"the baseline's keys-only recording differed "
+                                        f"({', '.join(differed[:4])}); recording {base.label} "
+                                        f"again in full failed, so its keys-only keys were "
+                                        f"compared" + (f" (log: {logs})" if logs else ""))
+                else:
+                    result.notes.append(
+                        f"the baseline's keys-only recording differed ({', '.join(differed[:4])}); "
+                        f"{base.label} recorded again compiled in full: "
+                        + ("the drift is confirmed" if cmp["status"] == "drifted" else
+                           f"{cmp['status']}, the keys-only recording's difference was not drift"))
         except Exception as e:
             result.problems.append(f"baseline {self.settings.baseline}: {e}")
             return
@@ -150,10 +157,12 @@ class KeyHistory:
         if self.store_path is None or commit.get("dirty") or not commit.get("sha"):
             return None
         from pytest_compilecache.history.cachestore import SavedCaches
+        from pytest_compilecache.history.store import ManifestStore
 
-        return SavedCaches(self.store_path).save(mf.environment_id(mf.environment_of(cold)),
-                                                 str(commit["sha"]), nodeid, root.watched,
-                                                 root.phases)
+        env_id = mf.environment_id(mf.environment_of(cold))
+        with ManifestStore(self.store_path).lock(f"caches-{env_id}"):  # xdist workers prune
+            return SavedCaches(self.store_path).save(env_id, str(commit["sha"]), nodeid,
+                                                     root.watched, root.phases)
 
     def gone_checks(self, results: List[CheckResult], collected_files: Set[str],
                     deselected: Set[str]) -> List[str]:

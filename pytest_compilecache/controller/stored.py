@@ -55,9 +55,14 @@ def keep(run: Any, cold: PhaseRecord, result: CheckResult) -> None:
     """--compile-cache-store-caches: the passing check's root, kept for the deploy
     scenario of later commits. A store that cannot take it is this check's error: the
     run that was to leave caches for the commits after it left none."""
+    from pytest_compilecache.history.cachestore import Unusable
+
     history = run.session.history
     try:
         kept = history.keep_caches(run.item.nodeid, cold.raw, run.roots[0])
+    except Unusable as e:  # too large for any restore: not kept, and said
+        result.notes.append(f"its caches are not kept in the store: {e}")
+        return
     except OSError as e:
         result.problems.append(diskspace.write_problem(
             "the compile caches kept for later commits", history.store_path, e)
@@ -67,5 +72,5 @@ def keep(run: Any, cold: PhaseRecord, result: CheckResult) -> None:
         return
     result.notes.append(f"its caches are kept in the store for the deploy scenario of later "
                         f"commits: {kept}" if kept else
-                        "its caches are not kept in the store: the work tree is dirty (a dirty "
-                        "tree's caches are no commit's)")
+                        "its caches are not kept in the store: the work tree is dirty or not a "
+                        "git repository (such caches are no commit's)")

@@ -44,7 +44,7 @@ class Manifests:
                 log = self.logdir / f"{commit['short']}.collect.log"
                 checks = collect_checks(tree, self.pytest_args, self.options, log,
                                         cwd=tree / self.rel_cwd)
-            if checks and all(c in found["checks"] for c in checks):
+            if checks and all(_full(found, c) for c in checks):
                 print(f"  {commit['short']}: read from {self.store.root} "
                       f"({len(checks)} check(s) the arguments select)", flush=True)
                 return found, checks
@@ -61,7 +61,7 @@ class Manifests:
 
         sha = commit["sha"]
         found = self.store.read(self.env_id, sha)
-        if found is not None and targets is not None and all(t in found["checks"] for t in targets):
+        if found is not None and targets is not None and all(_full(found, t) for t in targets):
             return found
         into = self.store if targets is not None else ManifestStore(self.logdir / "selected")
         with history.worktree(self.repo, sha) as tree:
@@ -83,3 +83,10 @@ class Manifests:
                                + (f"; missing: {', '.join(missing)}" if missing else "")
                                + f"); its log {log} ends with:\n{tail}")
         return found
+
+
+def _full(manifest: Dict[str, Any], nodeid: str) -> bool:
+    """The manifest holds the check's keys of a full cold compile: bisect compares full
+    recordings only (a baseline's keys-only entry is recorded again)."""
+    entry = manifest["checks"].get(nodeid)
+    return isinstance(entry, dict) and not entry.get("keys_only")

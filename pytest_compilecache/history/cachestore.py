@@ -95,7 +95,12 @@ class SavedCaches:
         """Keep one check's root under its commit and environment (replacing what an
         earlier session kept for it), then drop the environment's older commits."""
         dest = self.root / env_id / sha / check_dir(nodeid)
-        dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self.root.parent.is_dir():  # the store itself, when it is made here: 0700
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.root.parent, 0o700)
+        for d in (self.root, self.root / env_id, dest.parent):  # each 0700, whatever the umask
+            d.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(d, 0o700)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
         try:
             count, size = 0, 0
@@ -110,6 +115,9 @@ class SavedCaches:
             for path, st in _walk(tmp):
                 if stat.S_ISREG(st.st_mode):
                     count, size = count + 1, size + st.st_size
+            if size > max_bytes():  # every restore would refuse it
+                raise Unusable(f"{size / 1024 ** 3:.1f} GB, over the {max_bytes() / 1024 ** 3:g} GB "
+                               f"a restore accepts (raise {MAX_GB_ENV} if that is meant)")
             _private(tmp)
             fs.write_json_atomic(tmp / "meta.json", {
                 "nodeid": nodeid, "sha": sha, "environment": env_id,
@@ -130,8 +138,14 @@ class SavedCaches:
         env_dir = self.root / env_id
         if not env_dir.is_dir():
             return []
+        def mtime(d: Path) -> float:
+            try:
+                return d.stat().st_mtime
+            except FileNotFoundError:  # another session pruned it first
+                return 0.0
+
         shas = sorted((d for d in env_dir.iterdir() if d.is_dir() and not d.is_symlink()),
-                      key=lambda d: d.stat().st_mtime, reverse=True)
+                      key=mtime, reverse=True)
         gone = [d for d in shas[keep:] if d.name != current]
         for d in gone:
             shutil.rmtree(d, ignore_errors=True)
@@ -152,7 +166,14 @@ class SavedCaches:
         if not found:
             return None
         picked = [f for f in found if f[0] == prefer_env] or found
-        saved = [self._read(env_id, sha, nodeid, path) for env_id, path in picked]
+        saved, refused = [], []
+        for env_id, path in picked:
+            try:
+                saved.append(self._read(env_id, sha, nodeid, path))
+            except Unusable as e:  # another environment's copy may still be usable
+                refused.append(e)
+        if not saved:
+            raise refused[0]
         return max(saved, key=lambda s: s.saved_at)
 
     def _read(self, env_id: str, sha: str, nodeid: str, path: Path) -> Saved:
@@ -199,10 +220,15 @@ class SavedCaches:
 
 
 def _not_kept(directory: str, names: List[str]) -> List[str]:
-    """What a saved check leaves out: locks, bytecode, and links (the session's shared
-    precompiled headers are one: outside the root, and a link is never restored)."""
+    """What a saved check leaves out: locks, bytecode, links (the session's shared
+    precompiled headers are one: outside the root, and a link is never restored) and
+    whatever is not a plain file or directory (a socket a process left in tmp/)."""
+    def plain(p: str) -> bool:
+        st = os.lstat(p)
+        return stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)
+
     return [n for n in names if n in ("locks", "__pycache__") or n.endswith(".lock")
-            or os.path.islink(os.path.join(directory, n))]
+            or not plain(os.path.join(directory, n))]
 
 
 def _walk(top: Path) -> List[Tuple[Path, os.stat_result]]:

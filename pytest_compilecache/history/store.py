@@ -11,6 +11,7 @@ No pytest, no torch; filelock for the locks.
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -33,8 +34,9 @@ class ManifestStore:
     def ensure(self) -> None:
         """The store's directory, its .gitignore (it must not make the work tree dirty)
         and its locks directory."""
-        if not self.root.is_dir():
+        if not self.root.is_dir():  # private whatever the umask: it may hold compile caches
             self.root.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.root, 0o700)
         ignore = self.root / ".gitignore"
         if not ignore.exists():  # the store must not make the work tree dirty
             with contextlib.suppress(OSError):

@@ -28,6 +28,7 @@ class OtherGpu(LocalRestart):
     name = "other_gpu"
     summary = ""  # not a --compile-cache-via value: --compile-cache-warm-on-other-gpu
     selectable = False
+    storable = False  # its warm run is another GPU's or a shared root's: not a plain restart
     phases: Tuple[PhasePlan, ...] = (
         PhasePlan("cold"), PhasePlan("warm", keeps_outputs=True, other_gpu=True),
         PhasePlan("fresh", fresh_root=True, compare_with="warm", other_gpu=True))

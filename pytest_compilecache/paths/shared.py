@@ -22,6 +22,7 @@ class SharedVariants(LocalRestart):
     name = via = "shared"
     summary = ""  # not a --compile-cache-via value: --compile-cache-share-variants
     selectable = False
+    storable = False  # its warm run is another GPU's or a shared root's: not a plain restart
     phases: Tuple[PhasePlan, ...] = (
         PhasePlan("cold"), PhasePlan("warm"),
         PhasePlan("shared", shared_root=True, compare_with="cold"))
