@@ -22,21 +22,10 @@ base=$(g rev-parse HEAD)
 printf '{"ref": "refs/heads/main", "repository": {"default_branch": "main"}}\n' >"$events/push.json"
 printf '{"pull_request": {"base": {"sha": "%s", "ref": "main"}, "head": {"ref": "pr"}}, "repository": {"default_branch": "main"}}\n' \
   "$base" >"$events/pr.json"
-# the remote actions the composite names, mapped to empty stand-ins as .ci/act.sh does
-repl=() stub=$work/stubs
-noop='name: stand-in
-description: an empty stand-in for a remote action under act
-runs:
-  using: composite
-  steps: []'
-while read -r r ref; do
-  d=$stub/${r//\//_}-$ref
-  mkdir -p "$d/restore" "$d/save"
-  for x in "$d" "$d/restore" "$d/save"; do printf '%s\n' "$noop" >"$x/action.yml"; done
-  repl+=(--local-repository "$r@$ref=$d")
-done < <(grep -hoE 'uses: *[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[0-9a-f]{40}' action/action.yml \
-           .github/workflows/pr-lane-selftest.yml \
-         | sed -E 's/uses: *([^/]+\/[^/@]+)[^@]*@([0-9a-f]{40})/\1 \2/' | sort -u)
+# the remote actions the composite and the workflow name, as empty stand-ins
+# shellcheck source=.ci/act_stand_ins.sh
+. .ci/act_stand_ins.sh
+act_stand_ins "$work/stubs" action/action.yml .github/workflows/pr-lane-selftest.yml
 lane() {  # EVENT EXPECT
   echo "--- the PR lane: $1 ($2)"
   act "$1" -e "$events/$([ "$1" = push ] && echo push || echo pr).json" \

@@ -161,7 +161,7 @@ def test_under_dist_load_the_longest_checks_start_on_different_workers(workers: 
     order = sorted(many, key=lambda k: -many[k])
     laid = list(order)
     longest_first(laid, lambda i: True, lambda i: i, many, workers)
-    assert _makespan(laid, many, workers) <= _makespan(order, many, workers) + 1e-9
+    assert laid == order  # xdist hands the rest to whichever worker runs low
 
 
 def test_a_collection_with_other_tests_is_only_put_longest_first() -> None:

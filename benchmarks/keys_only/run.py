@@ -9,29 +9,15 @@ every check's cold keys are the same, graph for graph.
 training and resnet152 under reduce-overhead. Each session has its own store and report
 under $OUT (or /tmp/out): keys-full.json, keys-only.json and their logs.
 """
-import json
 import os
 import pathlib
-import subprocess
 import sys
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from checksession import session  # noqa: E402
 GPU = [str(ROOT / "benchmarks/gpu_acceptance/test_gpu_models.py"), "-k",
        "resnet18_training or bert_mlm_training or resnet152_reduce_overhead"]
-
-
-def session(out: pathlib.Path, name: str, args, extra):
-    report, store = out / f"{name}.json", out / f"store-{name}"
-    argv = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-q",
-            "--compile-cache-check", f"--compile-cache-report={report}",
-            f"--compile-cache-store={store}", *extra]
-    start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - start
-    (out / f"{name}.log").write_text(proc.stdout + proc.stderr)
-    data = json.loads(report.read_text()) if report.exists() else {"checks": []}
-    return wall, {c["nodeid"]: c for c in data["checks"]}
 
 
 def cold_keys(check):
@@ -46,8 +32,9 @@ def main(args):
         args = GPU + args[1:]
     elif not args:
         args = [str(ROOT / "examples")]
-    full_s, full = session(out, "keys-full", args, [])
-    keys_s, keys = session(out, "keys-only", args, ["--compile-cache-keys-only"])
+    full_s, full = session(ROOT, out, "keys-full", args, [f"--compile-cache-store={out / 'store-keys-full'}"])
+    keys_s, keys = session(ROOT, out, "keys-only", args, [f"--compile-cache-store={out / 'store-keys-only'}",
+                                                         "--compile-cache-keys-only"])
     same = True
     print(f"{'check':<60} {'graphs':>6}  keys       note")
     for nodeid, check in full.items():

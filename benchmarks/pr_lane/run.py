@@ -11,16 +11,16 @@ source, the wall seconds and their ratios to main's full check session.
 `gpu`: resnet18 training, BERT training and resnet152 under reduce-overhead
 (benchmarks/gpu_acceptance/test_gpu_models.py). Reports and logs under $OUT (/tmp/out).
 """
-import json
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from checksession import session  # noqa: E402
 GPU = ("benchmarks/gpu_acceptance", ["test_gpu_models.py"],
        ["-k", "resnet18_training or bert_mlm_training or resnet152_reduce_overhead"])
 # the examples' passing check (the other fails by design: a failing check's caches are
@@ -31,18 +31,6 @@ CPU = ("examples", ["conftest.py", "models.py", "test_models.py"], ["-k", "train
 def git(repo, *args):
     subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com",
                     *args], cwd=repo, check=True, capture_output=True)
-
-
-def session(repo, out, name, args, extra):
-    report = out / f"{name}.json"
-    argv = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-q",
-            "--compile-cache-check", f"--compile-cache-report={report}", *extra]
-    start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=repo)
-    wall = time.perf_counter() - start
-    (out / f"{name}.log").write_text(proc.stdout + proc.stderr)
-    data = json.loads(report.read_text()) if report.exists() else {"checks": []}
-    return wall, {c["nodeid"]: c for c in data["checks"]}
 
 
 def main(argv):

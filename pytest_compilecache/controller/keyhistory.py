@@ -106,18 +106,16 @@ class KeyHistory:
                 old = (found or {}).get("checks", {}).get(nodeid)
                 cmp = mf.compare_check(old, entry, self.settings.allow_drift,
                                        load_old=base.store.loader(found or {}))
+                said = f"the baseline's keys-only recording differed ({', '.join(differed[:4])}); "
                 if (old or {}).get("keys_only"):  # the full recording failed: say so
                     logs = ", ".join(str(p) for p in base.logs)
-                    result.notes.append(f"the baseline's keys-only recording differed "
-                                        f"({', '.join(differed[:4])}); recording {base.label} "
-                                        f"again in full failed, so its keys-only keys were "
-                                        f"compared" + (f" (log: {logs})" if logs else ""))
+                    said += (f"recording {base.label} again in full failed, so its keys-only "
+                             f"keys were compared" + (f" (log: {logs})" if logs else ""))
                 else:
-                    result.notes.append(
-                        f"the baseline's keys-only recording differed ({', '.join(differed[:4])}); "
-                        f"{base.label} recorded again compiled in full: "
-                        + ("the drift is confirmed" if cmp["status"] == "drifted" else
-                           f"{cmp['status']}, the keys-only recording's difference was not drift"))
+                    said += f"{base.label} recorded again compiled in full: " + (
+                        "the drift is confirmed" if cmp["status"] == "drifted" else
+                        f"{cmp['status']}, the keys-only recording's difference was not drift")
+                result.notes.append(said)
         except Exception as e:
             result.problems.append(f"baseline {self.settings.baseline}: {e}")
             return
