@@ -1,7 +1,9 @@
 """Keys without kernels (--compile-cache-keys-only, child/keysonly.py): a cold run that
 stops each graph once its keys are logged records the same keys as a full cold compile,
-graph for graph, forward and backward, in a fraction of its time; a torch that cannot
-stop there compiles in full and says so."""
+graph for graph, forward and backward, in a fraction of its time (a convolution's training
+forward, whose layout Inductor optimizes on a CPU with mkldnn as on a GPU, as far as
+lowering: its backward's key holds the strides lowering chose); a torch that cannot stop
+there compiles in full and says so."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,9 +33,11 @@ def test_broken_training(broken_training):
 
 
 @pytest.mark.compile_cache
-def test_body(compile_cache):
-    f = torch.compile(lambda x: torch.sin(x) * 2 + torch.cos(x))
-    compile_cache.record("y", f(torch.ones(8, device=compile_cache.device)))
+def test_conv_training(compile_cache):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).to(compile_cache.device)
+    torch.compile(net)(torch.randn(2, 3, 8, 8, device=compile_cache.device)).sum().backward()
+    compile_cache.record("grad", net[0].weight.grad)
 ''',
 }
 
@@ -45,6 +49,8 @@ def _cold_keys(check: Dict[str, Any]) -> Dict[Tuple[str, str, bool], str]:
 
 @pytest.mark.slow
 def test_keys_only_records_a_full_cold_runs_keys_graph_for_graph(tmp_path: Path) -> None:
+    import torch
+
     full = run_repo(tmp_path / "repo", TESTS, "--compile-cache-store=full")
     (tmp_path / "repo" / "report.json").rename(tmp_path / "repo" / "full.json")
     keys = run_repo(tmp_path / "repo", {}, "--compile-cache-keys-only",
@@ -64,6 +70,10 @@ def test_keys_only_records_a_full_cold_runs_keys_graph_for_graph(tmp_path: Path)
             assert any(bwd for _, _, bwd in want)
         stopped = [n for n in k["notes"] if n.startswith("keys-only: ")]
         assert stopped and "graph(s) stopped before Inductor's code generation" in stopped[0]
+        if name == "test_conv_training" and torch.backends.mkldnn.is_available():
+            # channels-last: stopped without lowering, its backward's key differed
+            assert "1 training forward(s) stopped after lowering" in stopped[0], stopped
+            assert "compiled in full" not in stopped[0], stopped
         # stopped before code generation: no kernel was built, nothing saved
         assert all(not g["saved"] for g in k["graphs"]), k["graphs"]
         assert k["timings"]["cold_s"] < c["timings"]["cold_s"], (k["timings"], c["timings"])

@@ -15,7 +15,9 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "sharding"))
 from checksession import session  # noqa: E402
+from timings import main as timings  # noqa: E402
 GPU = [str(ROOT / "benchmarks/gpu_acceptance/test_gpu_models.py"), "-k",
        "resnet18_training or bert_mlm_training or resnet152_reduce_overhead"]
 
@@ -47,6 +49,8 @@ def main(args):
             for k in sorted(set(want) | set(got), key=str):
                 if want.get(k) != got.get(k):
                     print(f"    {k}: full {want.get(k)} keys-only {got.get(k)}")
+    print("\nwhere each phase's process time went (benchmarks/sharding/timings.py):")
+    timings([str(out / "keys-full.json"), str(out / "keys-only.json")])
     print(f"\nfull check session {full_s:.1f} s, keys-only session {keys_s:.1f} s: "
           f"ratio {keys_s / full_s:.2f}; keys {'identical' if same else 'DIFFER'}")
     return 0 if same else 1

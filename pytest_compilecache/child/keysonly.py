@@ -11,17 +11,25 @@ miss `fx_codegen_and_compile` (Inductor's lowering, code generation and compiles
 `FxGraphCache._save_graph`, then the `fx_graph_cache_miss` trace event with the key and
 its components; AOTAutograd's key (`AOTAutogradCache.try_load`) is computed and logged
 before it traces the joint graph, and its entry saved after (`AOTAutogradCache.save`).
-So the stop replaces `fx_codegen_and_compile` with a graph that runs the FX graph (a
-training forward whose layout Inductor optimizes still compiles in full: the backward's
-key holds the strides it gives its saved activations), and makes both saves no-ops
-(nothing of a stopped compile may be stored). A torch without
-these names (before `load_with_key` existed) cannot stop there: `start` says why and
-the phase compiles in full.
+So the stop replaces `fx_codegen_and_compile` with a graph that runs the FX graph, and
+makes both saves no-ops (nothing of a stopped compile may be stored). A training forward
+whose layout Inductor optimizes (channels-last convolutions) goes as far as lowering:
+the backward's key holds the strides lowering gives the forward's saved activations,
+which `codegen_and_compile` reads into its local `output_strides` right after
+`graph.run` and hands AOTAutograd through the tracing context in `post_compile`
+(`set_tracing_context_output_strides`). So for those forwards the stop comes at
+`GraphLowering.compile_to_module` (the code generation that follows), takes
+`output_strides` from the frame that called it, and its stand-in's `post_compile` hands
+them on as a CompiledFxGraph's does. A torch without these names (before `load_with_key`
+existed) cannot stop there: `start` says why and the phase compiles in full; one without
+the lowering stop's names compiles those forwards in full.
 
 Runs in the child; torch imported lazily; no pytest.
 """
 from __future__ import annotations
 
+import sys
+from types import FrameType
 from typing import Any, Callable, List, Optional, Sequence
 
 
@@ -29,7 +37,7 @@ class _FxGraphRun:
     """What Inductor would have returned for a graph (an OutputCode), running the FX
     graph it was handed: boxed call, no kernels."""
 
-    def __init__(self, gm: Any) -> None:
+    def __init__(self, gm: Any, output_strides: Optional[List[Any]] = None) -> None:
         import torch.fx
 
         # on the instance: a wrapper torch puts around the backward (functools.wraps)
@@ -42,6 +50,8 @@ class _FxGraphRun:
         self._fx_graph_cache_key: Optional[str] = None
         self._fx_graph_cache_debug_lines: Optional[List[str]] = None
         self._time_taken_ns: Optional[int] = None
+        # lowering's strides of the outputs, where a forward went as far as lowering
+        self.output_strides = output_strides
 
     def __call__(self, inputs: List[Any]) -> Any:
         if self._inner_boxed:
@@ -50,8 +60,11 @@ class _FxGraphRun:
         inputs.clear()  # the boxed convention: the callee owns the list
         return self._gm(*args)
 
-    def post_compile(self, *args: Any, **kwargs: Any) -> None:
-        return None
+    def post_compile(self, example_inputs: Any = None, *args: Any, **kwargs: Any) -> None:
+        if self.output_strides is not None:  # as CompiledFxGraph.post_compile does
+            from torch._inductor.utils import set_tracing_context_output_strides
+
+            set_tracing_context_output_strides(example_inputs, self)  # type: ignore[arg-type]
 
     def set_triton_bundle(self, bundle: Any) -> None:
         return None
@@ -77,12 +90,50 @@ def _layout_decides_backward(gm: Any, kwargs: Any) -> bool:
         return True
 
 
+class _Lowered(BaseException):
+    """Raised at the code generation of a forward that was only to be lowered, carrying
+    lowering's output strides up to the stop. A BaseException: torch's own handlers
+    between (`except Exception`) must not turn it into a compile error."""
+
+    def __init__(self, output_strides: List[Any]) -> None:
+        super().__init__("lowered")
+        self.output_strides = output_strides
+
+
+def _lowering_output_strides(graph: Any) -> Optional[List[Any]]:
+    """The `output_strides` that `codegen_and_compile` computed for `graph` right after
+    lowering it, read from its frame (the caller of code generation); None where no
+    such frame is found (another graph's code generation, or torch laid out otherwise)."""
+    frame: Optional[FrameType] = sys._getframe(2)
+    while frame is not None:
+        local = frame.f_locals
+        if local.get("graph") is graph and isinstance(local.get("output_strides"), list):
+            return list(local["output_strides"])
+        frame = frame.f_back
+    return None
+
+
+def _copy_graph_module(gm: Any) -> Any:
+    """A copy of `gm` to run: Inductor's post-grad passes rewrite the graph they lower in
+    place, into ops meant for its code generation."""
+    import copy
+
+    import torch.fx
+
+    graph = torch.fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    graph._codegen = copy.deepcopy(gm.graph._codegen)
+    return torch.fx.GraphModule(gm, graph)
+
+
 class KeysOnly:
     """start() before the workload, stop() after; `graphs` counts the graphs stopped."""
 
     def __init__(self) -> None:
         self.graphs = 0
-        self.full = 0  # forwards compiled in full: their layout is in the backward's key
+        self.lowered = 0  # forwards lowered, then stopped: their layout is in the backward's key
+        self.full = 0  # such forwards compiled in full (no lowering stop in this torch)
         self.why_not: Optional[str] = None  # set by start() where torch cannot stop there
         self._undo: List[Callable[[], None]] = []
 
@@ -108,13 +159,23 @@ class KeysOnly:
             return False
 
         full = cfx.fx_codegen_and_compile
+        lowering_stops = self._lowering_stop()
 
         def stopped(gm: Any, example_inputs: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
-            if _layout_decides_backward(gm, kwargs):
-                self.full += 1
-                return full(gm, example_inputs, *args, **kwargs)
-            self.graphs += 1
-            return _FxGraphRun(gm)
+            if not _layout_decides_backward(gm, kwargs):
+                self.graphs += 1
+                return _FxGraphRun(gm)
+            if lowering_stops:
+                run = _copy_graph_module(gm)
+                try:
+                    compiled = full(gm, example_inputs, *args, **kwargs)
+                except _Lowered as lowered:
+                    self.lowered += 1
+                    return _FxGraphRun(run, lowered.output_strides)
+            else:
+                compiled = full(gm, example_inputs, *args, **kwargs)
+            self.full += 1  # lowering's strides were not found: it compiled in full
+            return compiled
 
         try:
             self._swap(cfx, "fx_codegen_and_compile", stopped)
@@ -123,6 +184,31 @@ class KeysOnly:
         except Exception as e:  # laid out otherwise in this torch: compile in full
             self.stop()
             self.why_not = f"torch's compile entry points are laid out otherwise ({e!r})"
+            return False
+        return True
+
+    def _lowering_stop(self) -> bool:
+        """Stop a lowered graph at its code generation where its output strides are known;
+        False where this torch has not the names it takes (those forwards compile in full)."""
+        try:
+            import torch._inductor.utils as utils
+            from torch._inductor.graph import GraphLowering
+        except Exception:
+            return False
+        if not (hasattr(GraphLowering, "compile_to_module")
+                and hasattr(utils, "set_tracing_context_output_strides")):
+            return False
+        codegen = GraphLowering.compile_to_module
+
+        def lowered_only(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            strides = _lowering_output_strides(graph)
+            if strides is None:
+                return codegen(graph, *args, **kwargs)
+            raise _Lowered(strides)
+
+        try:
+            self._swap(GraphLowering, "compile_to_module", lowered_only)
+        except Exception:
             return False
         return True
 

@@ -120,10 +120,32 @@ def _redo_dynamo_cache() -> bool:
     return True
 
 
+def _redo_header_dir() -> bool:
+    """torch._inductor.codecache keeps its precompiled-header dir (2.8+) at import:
+    `default_cache_dir()/precompiled_headers`, under the temp dir (and the user) of the
+    interpreter that imported it. Point it under the phase's temp dir, as its import
+    would have: otherwise every phase forked from one preloaded interpreter writes its
+    headers in that interpreter's dir, and a warm phase (forked from another) compiles
+    them again where a restart finds them. False where the names are not these."""
+    codecache = sys.modules.get("torch._inductor.codecache")
+    if codecache is None or not hasattr(codecache, "_HEADER_DIR"):
+        return True  # nothing captured
+    default_cache_dir = getattr(codecache, "default_cache_dir", None)
+    if default_cache_dir is None or not hasattr(codecache, "_HEADER_LOCK_DIR"):
+        return False
+    header_dir = os.path.join(default_cache_dir(), "precompiled_headers")
+    codecache._HEADER_DIR = header_dir  # type: ignore[attr-defined]
+    codecache._HEADER_LOCK_DIR = os.path.join(header_dir, "locks")  # type: ignore[attr-defined]
+    return True
+
+
 # a phase's own variable read at import by a known capture: (variable, file, function)
 # -> what a phase calls to redo it, after taking its environment
 _REDO = {("TORCHINDUCTOR_CACHE_DIR", "_dynamo/package.py", "<module>"): _redo_dynamo_cache}
-REDO_BY_NAME = {fn.__name__: fn for fn in _REDO.values()}
+# captures of the temp dir: tempfile caches it, so an import need not read TMPDIR to
+# capture it; known by the module that holds it (module -> what a phase calls to redo it)
+REDO_BY_MODULE = {"torch._inductor.codecache": _redo_header_dir}
+REDO_BY_NAME = {fn.__name__: fn for fn in (*_REDO.values(), *REDO_BY_MODULE.values())}
 
 
 def _reader(key: str) -> Tuple[Optional[Replay], bool, str, str]:

@@ -8,7 +8,8 @@ a fresh interpreter instead, see `preloaded.PreloadedLauncher`):
 - In-memory compile state: none exists. `torch._dynamo` and `torch._inductor.compile_fx`
   are imported (the compile stack: 1-3 s a phase otherwise) but nothing is compiled. What
   their import captures from a phase's own variables is redone in the child (`_REDO`:
-  the precompile cache's directory); torch 2.11's inductor asks at import whether CUDA is
+  the precompile cache's directory; `REDO_BY_MODULE`: the precompiled-header dir under
+  the temp dir); torch 2.11's inductor asks at import whether CUDA is
   available, which poisons forks: it is answered through NVML (`cudaprobe.CudaAsked`) and each
   phase checks the answer under its own environment. `--bare` leaves the stack out.
 - The environment: the child's `os.environ` (and C's) is replaced before pytest starts.
@@ -48,7 +49,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 from pytest_compilecache.isolation import IMPORTS_OUT_ENV
 from pytest_compilecache.launch.cudaprobe import CudaAsked, nvml_cuda_available
 from pytest_compilecache.launch.descendants import end_below, subreaper
-from pytest_compilecache.launch.envspy import REDO_BY_NAME, EnvSpy, Replay
+from pytest_compilecache.launch.envspy import REDO_BY_MODULE, REDO_BY_NAME, EnvSpy, Replay
 from pytest_compilecache.launch.libraries import shadowed
 from pytest_compilecache.lifetime import (LAUNCHER_PID_ENV, PHASE_ENV, name_process,
                                          parent_death_signal)
@@ -152,6 +153,8 @@ class Preloaded:
             got = self.entries.setdefault(id(replay[0]), ([], replay))
             got[0].extend(k for k in keys if k not in got[0])
         self.redo += [r for r in spy.redo if r not in self.redo]
+        self.redo += [redo.__name__ for module, redo in REDO_BY_MODULE.items()
+                      if module in sys.modules and redo.__name__ not in self.redo]
         self.copies += [c for c in spy.copies if c not in self.copies]
 
     def tops(self) -> List[str]:

@@ -28,6 +28,9 @@ class KeysOnly(RecordKeys):
         else:
             res.notes.append(f"keys-only: {said.get('stopped', 0)} graph(s) stopped before "
                              f"Inductor's code generation once their keys were logged"
+                             + (f", {said['lowered']} training forward(s) stopped after "
+                                f"lowering (the layout it gives their saved activations is "
+                                f"in the backward's key)" if said.get("lowered") else "")
                              + (f", {said['full']} training forward(s) compiled in full "
                                 f"(Inductor's layout of their saved activations is in the "
                                 f"backward's key)" if said.get("full") else ""))
@@ -45,5 +48,5 @@ class KeysOnly(RecordKeys):
             yield
         finally:
             stop.stop()
-            info[self.name] = {"stopped": stop.graphs, "full": stop.full,
+            info[self.name] = {"stopped": stop.graphs, "lowered": stop.lowered, "full": stop.full,
                                "why_not": None if stopping else stop.why_not}
