@@ -13,6 +13,7 @@ import getpass
 import hashlib
 import os
 import re
+import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ class CacheRoot:
 
     path: Path
     made: Optional[Tuple[int, int]] = None
+    # the directories above it that create_at made (deepest first), removed with it
+    made_above: Tuple[Path, ...] = ()
 
     @property
     def inductor(self) -> Path:
@@ -80,14 +83,51 @@ class CacheRoot:
         if unsafe:
             raise OSError(unsafe)
         slug = "".join(c if c.isalnum() else "-" for c in nodeid.split("::")[-1])[:40]
-        path = Path(tempfile.mkdtemp(prefix=f"compilecache-{slug}-", dir=parent))
+        return cls._made(Path(tempfile.mkdtemp(prefix=f"compilecache-{slug}-", dir=parent)))
+
+    @classmethod
+    def create_at(cls, path: Path) -> "CacheRoot":
+        """A root at `path` exactly (the path of a root whose caches are restored into
+        it): made here, never taken over (OSError where it exists), with the directories
+        above it that are missing (0700, removed with it: another CI run's temp dir),
+        under a safe existing one."""
+        existing = path.parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        unsafe = unsafe_parent(existing)
+        if unsafe:
+            raise OSError(unsafe)
+        above = [d for d in path.parents if d not in (existing, *existing.parents)]
+        made: List[Path] = []
+        try:
+            for d in reversed(above):  # top down
+                os.mkdir(d, 0o700)
+                made.insert(0, d)
+            os.mkdir(path, 0o700)
+        except OSError:
+            for d in made:
+                os.rmdir(d)
+            raise
+        return cls._made(path, tuple(made))
+
+    @classmethod
+    def _made(cls, path: Path, above: Tuple[Path, ...] = ()) -> "CacheRoot":
         os.chmod(path, 0o700)  # mkdtemp already does; be explicit, the dir holds code
         st = os.lstat(path)
-        root = cls(path, (st.st_dev, st.st_ino))
+        root = cls(path, (st.st_dev, st.st_ino), above)
         for d in (root.inductor, root.triton, root.tmp, root.phases):
             d.mkdir(mode=0o700)
         mark_owner(path)  # `clean` leaves it while this process runs
         return root
+
+    def remove(self) -> None:
+        """The root and the directories above it that were made for it (if empty)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        for d in self.made_above:
+            try:
+                os.rmdir(d)
+            except OSError:  # not empty: something else is there now
+                break
 
     def tampered(self) -> Optional[str]:
         """Why this root is no longer the private directory `create` made (checked

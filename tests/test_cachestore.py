@@ -156,3 +156,50 @@ def test_too_large_a_missing_record_or_a_foreign_meta_is_refused(tmp_path: Path,
     (kept / "phases" / "cold.json").unlink()
     with pytest.raises(Unusable, match="lack the cold phase's record"):
         store.find("a" * 40, NODE)
+
+
+def test_a_kept_check_names_the_root_it_was_compiled_in_and_a_root_is_made_there(
+        tmp_path: Path) -> None:
+    """Inductor's entries name their Triton kernels by absolute path (their tuning results
+    are looked up beside them): the deploy restores a copy into a root made at the path
+    it was compiled in (controller/stored.find), never into one that exists there."""
+    from pytest_compilecache import jsonfile
+    from pytest_compilecache.isolation import CacheRoot
+
+    store = SavedCaches(tmp_path / "store")
+    dirs = a_root(tmp_path, "compilecache-test-net-abc")
+    phases = dirs.pop("phases")
+    kept = store.save(ENV, "a" * 40, NODE, dirs, phases, tmp_path / "compilecache-test-net-abc")
+    found = store.find("a" * 40, NODE)
+    assert found is not None and found.root == str(tmp_path / "compilecache-test-net-abc")
+    with pytest.raises(FileExistsError):  # main's root still there: never taken over
+        CacheRoot.create_at(Path(found.root))
+    at = CacheRoot.create_at(tmp_path / "compilecache-test-net-new")
+    assert all((at.path / d).is_dir() for d in ("inductor", "triton", "tmp", "phases"))
+    assert at.tampered() is None and at.path.stat().st_mode & 0o077 == 0
+    # a meta.json naming another kind of path, or none (an older copy): no root to move to
+    for bad in ("relative/compilecache-x", "/etc/passwd", "/tmp/compilecache-x/../../etc", 7, None):
+        meta = jsonfile.load(kept / "meta.json")
+        (kept / "meta.json").write_text(__import__("json").dumps({**meta, "root": bad}))
+        got = store.find("a" * 40, NODE)
+        assert got is not None and got.root is None, bad
+
+
+def test_a_root_at_another_runs_temp_path_makes_and_removes_the_dirs_above_it(
+        tmp_path: Path) -> None:
+    """main's roots were under its own CI run's temp dir (the Action's root names the run):
+    the PR's run makes the missing dirs above the root, private, and removes them with it,
+    leaving what was there before."""
+    from pytest_compilecache.isolation import CacheRoot
+
+    path = tmp_path / "compilecache-run-1" / "roots" / "compilecache-test-net-abc"
+    at = CacheRoot.create_at(path)
+    assert at.made_above == (path.parent, path.parent.parent)
+    assert all(d.stat().st_mode & 0o077 == 0 for d in at.made_above)
+    at.remove()
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "shared").mkdir(mode=0o777)
+    os.chmod(tmp_path / "shared", 0o777)  # others could swap what is made under it
+    with pytest.raises(OSError, match="writable by other users"):
+        CacheRoot.create_at(tmp_path / "shared" / "run" / "compilecache-test-net-abc")
+    assert list((tmp_path / "shared").iterdir()) == []

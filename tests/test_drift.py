@@ -208,6 +208,10 @@ def test_a_deploy_over_the_caches_main_kept_skips_the_baseline_compile(repo, tmp
     assert c["launch"]["cold"] == "stored", c["launch"]
     assert "cold_process_s" not in c["timings"] and c["timings"]["fresh_process_s"] > 0
     assert any(f"kept in the store with its caches ({saved}" in n for n in c["notes"]), c["notes"]
+    # restored where main compiled it (its Triton kernels are named by absolute path)
+    meta = json.loads((saved / "meta.json").read_text())
+    assert any(n.endswith(f"restored at the path it was compiled in, {meta['root']}")
+               for n in c["notes"]), (meta, c["notes"])
     for layer in ("aot_autograd", "fx_graph", "kernels"):
         assert c["layers"][layer]["state"] == "hit", (layer, c["layers"][layer])
     assert [p.name for p in tmp_path.iterdir()] == []  # no worktree, nothing left behind

@@ -84,7 +84,7 @@ class CheckRun:
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: nothing in these roots is worth keeping
             if not self.settings.keep:
                 for root in self.roots:
-                    shutil.rmtree(root.path, ignore_errors=True)
+                    root.remove()
             raise
         except Exception as e:
             # a write the machine refused (a full disk, an unwritable root) is the
@@ -128,8 +128,7 @@ class CheckRun:
         for i, plan in enumerate(self.path.phases):
             phase = self.phase_now = plan.name
             try:
-                saved = self.session.history.saved_caches(nodeid, self.notes) \
-                    if plan.from_store else None
+                saved, root = stored.find(self, root) if plan.from_store else (None, root)
                 tree = self.session.baseline().tree() if plan.at_baseline and saved is None \
                     else None
             except Exception as e:  # git problems: this check errors, the session goes on
@@ -285,7 +284,7 @@ class CheckRun:
             stored.keep(self, cold, result)
         if result.verdict in OK_VERDICTS and not s.keep:
             for r in self.roots:
-                shutil.rmtree(r.path, ignore_errors=True)
+                r.remove()
             self.session.timeline.mark("roots removed")
         else:
             result.cache_root = str(self.roots[0].path)
@@ -375,7 +374,9 @@ class CheckRun:
         job, spec["job_id_source"] = resolve_job_id(s.job_id, self.item.nodeid, os.environ)
         env = phase_env(os.environ, root, s.threads, spec_path, job)
         env.update(env_extra or {})
-        if phase != "warm":
+        if phase != "warm" or "stored" in self.launches.values():
+            # and a warm phase over a cold one restored from the store: that one's headers
+            # were in its own session's shared dir, which no kept copy holds
             share_precompiled_headers(root, env, self.session.pch_dir())
         return spec, env
 

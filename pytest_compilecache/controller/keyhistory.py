@@ -160,7 +160,7 @@ class KeyHistory:
         env_id = mf.environment_id(mf.environment_of(cold))
         with ManifestStore(self.store_path).lock(f"caches-{env_id}"):  # xdist workers prune
             return SavedCaches(self.store_path).save(env_id, str(commit["sha"]), nodeid,
-                                                     root.watched, root.phases)
+                                                     root.watched, root.phases, root.path)
 
     def gone_checks(self, results: List[CheckResult], collected_files: Set[str],
                     deselected: Set[str]) -> List[str]:

@@ -27,7 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache import jsonfile
@@ -68,6 +68,10 @@ class Saved:
     saved_at: float
     files: int
     size: int
+    # the root the caches were compiled in: Inductor's entries name their Triton kernels
+    # by absolute path (their tuning results are looked up beside them), so a copy runs
+    # as it did only at that path; None for a copy kept before this was recorded
+    root: Optional[str] = None
 
     def restore(self, watched: Mapping[str, Path], phases: Path) -> None:
         """Copy the cache directories into a check's (empty) root and the cold phase's
@@ -91,7 +95,7 @@ class SavedCaches:
         self.root = Path(store_root) / CACHES
 
     def save(self, env_id: str, sha: str, nodeid: str, watched: Mapping[str, Path],
-             phases: Path) -> Path:
+             phases: Path, root: Optional[Path] = None) -> Path:
         """Keep one check's root under its commit and environment (replacing what an
         earlier session kept for it), then drop the environment's older commits."""
         dest = self.root / env_id / sha / check_dir(nodeid)
@@ -121,7 +125,8 @@ class SavedCaches:
             _private(tmp)
             fs.write_json_atomic(tmp / "meta.json", {
                 "nodeid": nodeid, "sha": sha, "environment": env_id,
-                "saved_at": time.time(), "files": count, "bytes": size})
+                "saved_at": time.time(), "files": count, "bytes": size,
+                "root": str(root) if root is not None else None})
             os.chmod(tmp / "meta.json", 0o600)
             if dest.exists():
                 shutil.rmtree(dest)
@@ -204,9 +209,10 @@ class SavedCaches:
                            f"not of {nodeid} at {sha} in {env_id}")
         if not (path / "phases" / "cold.json").is_file():
             raise Unusable(f"the saved caches {path} lack the cold phase's record")
-        saved_at = meta.get("saved_at")
+        saved_at, root = meta.get("saved_at"), meta.get("root")
         return Saved(path, env_id, sha, nodeid,
-                     float(saved_at) if isinstance(saved_at, (int, float)) else 0.0, count, size)
+                     float(saved_at) if isinstance(saved_at, (int, float)) else 0.0, count, size,
+                     root if _root_path(root) else None)
 
     def summary(self) -> Dict[str, List[str]]:
         """environment id -> the commits kept (newest first), for `show`-like listings."""
@@ -217,6 +223,14 @@ class SavedCaches:
                     out[env_dir.name] = [d.name for d in sorted(
                         env_dir.iterdir(), key=lambda d: d.stat().st_mtime, reverse=True)]
         return out
+
+
+def _root_path(root: Any) -> bool:
+    """A root path a meta.json may name: absolute, plain, a check root's name."""
+    if not isinstance(root, str) or not 0 < len(root) < 4096 or "\0" in root:
+        return False
+    path = Path(root)
+    return path.is_absolute() and ".." not in path.parts and path.name.startswith("compilecache-")
 
 
 def _not_kept(directory: str, names: List[str]) -> List[str]:
