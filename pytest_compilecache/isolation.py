@@ -18,7 +18,7 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_compilecache.leftovers import mark_owner
 
@@ -91,24 +91,34 @@ class CacheRoot:
         it): made here, never taken over (OSError where it exists), with the directories
         above it that are missing (0700, removed with it: another CI run's temp dir),
         under a safe existing one."""
-        existing = path.parent
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        unsafe = unsafe_parent(existing)
-        if unsafe:
-            raise OSError(unsafe)
-        above = [d for d in path.parents if d not in (existing, *existing.parents)]
-        made: List[Path] = []
+        for attempt in range(3):  # another worker's root may remove a dir made above
+            existing = path.parent
+            while not existing.exists() and existing != existing.parent:
+                existing = existing.parent
+            unsafe = unsafe_parent(existing)
+            if unsafe:
+                raise OSError(unsafe)
+            above = [d for d in path.parents if d not in (existing, *existing.parents)]
+            made: List[Path] = []
+            try:
+                for d in reversed(above):  # top down
+                    os.mkdir(d, 0o700)
+                    made.insert(0, d)
+                os.mkdir(path, 0o700)
+                break
+            except FileNotFoundError:
+                _remove_empty(made)
+                if attempt == 2:
+                    raise
+            except OSError:
+                _remove_empty(made)
+                raise
         try:
-            for d in reversed(above):  # top down
-                os.mkdir(d, 0o700)
-                made.insert(0, d)
-            os.mkdir(path, 0o700)
-        except OSError:
-            for d in made:
-                os.rmdir(d)
+            return cls._made(path, tuple(made))
+        except BaseException:  # half made: nothing left to block the next deploy
+            shutil.rmtree(path, ignore_errors=True)
+            _remove_empty(made)
             raise
-        return cls._made(path, tuple(made))
 
     @classmethod
     def _made(cls, path: Path, above: Tuple[Path, ...] = ()) -> "CacheRoot":
@@ -123,11 +133,7 @@ class CacheRoot:
     def remove(self) -> None:
         """The root and the directories above it that were made for it (if empty)."""
         shutil.rmtree(self.path, ignore_errors=True)
-        for d in self.made_above:
-            try:
-                os.rmdir(d)
-            except OSError:  # not empty: something else is there now
-                break
+        _remove_empty(self.made_above)
 
     def tampered(self) -> Optional[str]:
         """Why this root is no longer the private directory `create` made (checked
@@ -149,6 +155,15 @@ class CacheRoot:
             return (f"its cache root {self.path} changed owner or mode (uid {st.st_uid}, mode "
                     f"{stat.S_IMODE(st.st_mode):o}): others could put code there; refusing it")
         return unsafe_parent(self.path.parent)
+
+
+def _remove_empty(dirs: Sequence[Path]) -> None:
+    """Remove `dirs` (deepest first) while they are empty."""
+    for d in dirs:
+        try:
+            os.rmdir(d)
+        except OSError:  # not empty (another root under it) or gone
+            break
 
 
 def unsafe_parent(path: Path) -> Optional[str]:

@@ -203,3 +203,16 @@ def test_a_root_at_another_runs_temp_path_makes_and_removes_the_dirs_above_it(
     with pytest.raises(OSError, match="writable by other users"):
         CacheRoot.create_at(tmp_path / "shared" / "run" / "compilecache-test-net-abc")
     assert list((tmp_path / "shared").iterdir()) == []
+
+
+def test_a_root_half_made_at_the_saved_path_leaves_nothing_to_block_the_next_deploy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_compilecache import isolation
+
+    def full_disk(path: Path) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(isolation, "mark_owner", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        isolation.CacheRoot.create_at(tmp_path / "run-1" / "compilecache-test-net-abc")
+    assert list(tmp_path.iterdir()) == []

@@ -50,6 +50,7 @@ def _cold_keys(check: Dict[str, Any]) -> Dict[Tuple[str, str, bool], str]:
 @pytest.mark.slow
 def test_keys_only_records_a_full_cold_runs_keys_graph_for_graph(tmp_path: Path) -> None:
     import torch
+    import torch._inductor.utils
 
     full = run_repo(tmp_path / "repo", TESTS, "--compile-cache-store=full")
     (tmp_path / "repo" / "report.json").rename(tmp_path / "repo" / "full.json")
@@ -70,7 +71,8 @@ def test_keys_only_records_a_full_cold_runs_keys_graph_for_graph(tmp_path: Path)
             assert any(bwd for _, _, bwd in want)
         stopped = [n for n in k["notes"] if n.startswith("keys-only: ")]
         assert stopped and "graph(s) stopped before Inductor's code generation" in stopped[0]
-        if name == "test_conv_training" and torch.backends.mkldnn.is_available():
+        if name == "test_conv_training" and torch.backends.mkldnn.is_available() and hasattr(
+                torch._inductor.utils, "set_tracing_context_output_strides"):
             # channels-last: stopped without lowering, its backward's key differed
             assert "1 training forward(s) stopped after lowering" in stopped[0], stopped
             assert "compiled in full" not in stopped[0], stopped

@@ -105,7 +105,9 @@ def _lowering_output_strides(graph: Any) -> Optional[List[Any]]:
     lowering it, read from its frame (the caller of code generation); None where no
     such frame is found (another graph's code generation, or torch laid out otherwise)."""
     frame: Optional[FrameType] = sys._getframe(2)
-    while frame is not None:
+    for _ in range(8):  # codegen_and_compile is its caller (2.13), or one more up (2.5)
+        if frame is None:
+            break
         local = frame.f_locals
         if local.get("graph") is graph and isinstance(local.get("output_strides"), list):
             return list(local["output_strides"])
@@ -124,7 +126,11 @@ def _copy_graph_module(gm: Any) -> Any:
     out = graph.graph_copy(gm.graph, {})
     graph.output(out)
     graph._codegen = copy.deepcopy(gm.graph._codegen)
-    return torch.fx.GraphModule(gm, graph)
+    copied = torch.fx.GraphModule(gm, graph)
+    for name, child in list(copied.named_children()):  # subgraphs (cond, ...) alike
+        if isinstance(child, torch.fx.GraphModule):
+            setattr(copied, name, _copy_graph_module(child))
+    return copied
 
 
 class KeysOnly:
@@ -135,6 +141,7 @@ class KeysOnly:
         self.lowered = 0  # forwards lowered, then stopped: their layout is in the backward's key
         self.full = 0  # such forwards compiled in full (no lowering stop in this torch)
         self.why_not: Optional[str] = None  # set by start() where torch cannot stop there
+        self._lowering = False  # a forward is being compiled to be stopped after lowering
         self._undo: List[Callable[[], None]] = []
 
     def start(self) -> bool:
@@ -165,13 +172,21 @@ class KeysOnly:
             if not _layout_decides_backward(gm, kwargs):
                 self.graphs += 1
                 return _FxGraphRun(gm)
+            run = None
             if lowering_stops:
-                run = _copy_graph_module(gm)
+                try:
+                    run = _copy_graph_module(gm)
+                except Exception:  # cannot copy what it would run: compile it in full
+                    run = None
+            if run is not None:
+                self._lowering = True  # only this graph's code generation stops
                 try:
                     compiled = full(gm, example_inputs, *args, **kwargs)
                 except _Lowered as lowered:
                     self.lowered += 1
                     return _FxGraphRun(run, lowered.output_strides)
+                finally:
+                    self._lowering = False
             else:
                 compiled = full(gm, example_inputs, *args, **kwargs)
             self.full += 1  # lowering's strides were not found: it compiled in full
@@ -201,7 +216,7 @@ class KeysOnly:
         codegen = GraphLowering.compile_to_module
 
         def lowered_only(graph: Any, *args: Any, **kwargs: Any) -> Any:
-            strides = _lowering_output_strides(graph)
+            strides = _lowering_output_strides(graph) if self._lowering else None
             if strides is None:
                 return codegen(graph, *args, **kwargs)
             raise _Lowered(strides)

@@ -41,8 +41,8 @@ def find(run: Any, root: CacheRoot) -> Tuple[Any, CacheRoot]:
                          f"they were compiled in, {saved.root}, which is not to be had here "
                          f"({e.strerror or e}); compiled {label} in a worktree instead")
         return None, root
+    run.roots[run.roots.index(root)] = moved  # first: an interrupt removes what it holds
     root.remove()  # made empty for this check, never used
-    run.roots[run.roots.index(root)] = moved
     return saved, moved
 
 
