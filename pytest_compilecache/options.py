@@ -198,9 +198,10 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
     ("launcher-state", "string", None, str,
      "directory where the preloaded launcher keeps what makes the next session's "
      "interpreters ready sooner: the installed libraries this session's tests imported, "
-     "and, where Python writes no bytecode (PYTHONDONTWRITEBYTECODE), the bytecode of what "
-     "its interpreters import (default: $XDG_CACHE_HOME/pytest-compilecache, else "
-     "~/.cache/pytest-compilecache; 'none' keeps nothing)"),
+     "and, where Python writes no bytecode (PYTHONDONTWRITEBYTECODE) and torch was "
+     "installed without it, the bytecode of what its interpreters import (default: "
+     "$XDG_CACHE_HOME/pytest-compilecache, else ~/.cache/pytest-compilecache; 'none' keeps "
+     "nothing)"),
     ("threads", "string", None, parse_threads,
      "CPU thread count fixed for both phases (OMP_NUM_THREADS; part of the cache key on "
      "torch 2.13); default: OMP_NUM_THREADS or the core count"),

@@ -8,6 +8,8 @@ import textwrap
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from pytest_compilecache.controller.session import PCH_DIR_ENV
+
 
 pytest_plugins = ["pytester"]
 
@@ -21,6 +23,14 @@ if not os.environ.get("PYTEST_XDIST_WORKER"):
 
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="compilecache-tests-xdg-")
     atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
+    # One precompiled-header dir (torch 2.8+) for every session the tests start, as a
+    # machine has one (torch's default: the temp dir's torchinductor_<user>, whatever the
+    # cache dir), where each session would make its own and compile the headers again (44
+    # times in the slow lane, 6-7 s of g++ each on a 2-core machine: 14% of its CPU). It
+    # is the dir a session hands its recording sessions (PCH_DIR_ENV): a session given one
+    # neither makes nor removes its own; the tests of that (test_faults.py) drop it.
+    os.environ[PCH_DIR_ENV] = tempfile.mkdtemp(prefix="compilecache-tests-pch-")
+    atexit.register(shutil.rmtree, os.environ[PCH_DIR_ENV], True)
 
 # torch's switch for its CPU vector-ISA probes (torch/_inductor/cpu_vec_isa.py: without
 # it, the first CPU compile of every process whose cache dir holds no probe result

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 import pytest
 
 from conftest import MODELS
+from pytest_compilecache.controller.session import PCH_DIR_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +115,8 @@ class Session:
         self.path, self.report, self.roots = path, path / "report.json", path / "roots"
         self.marker = f"COMPILECACHE_FAULT_TEST={uuid.uuid4().hex}"
         key, value = self.marker.split("=")
-        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+        # the session makes its own shared header dir, which an interrupt must not leak
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", PCH_DIR_ENV)}
         env.update({"PYTHONPATH": str(path), key: value})
         self.log = open(path / "session.log", "w")
         self.proc = subprocess.Popen(

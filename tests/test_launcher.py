@@ -192,11 +192,13 @@ def test_the_compile_stack_is_preloaded_and_each_phase_gets_its_own_precompile_d
 def test_the_last_sessions_libraries_are_preloaded_at_start_and_bytecode_kept_aside(
         tmp_path: Path) -> None:
     """A session keeps what its interpreters preloaded; the next one's import it as they
-    start, before anything is collected. Where Python writes no bytecode, the preloaded
+    start, before anything is collected. Where Python writes no bytecode and finds none of
+    torch's where it looks (here: a pycache prefix of its own, empty), the preloaded
     interpreters keep theirs in the launcher's dir, and a phase gets the interpreter's own
-    settings back (it compiles and writes as a restart does)."""
+    settings back (it compiles as a restart does)."""
     state = LauncherState(tmp_path / "state", str(tmp_path))
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    own = tmp_path / "own-prefix"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(own)}
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
     _fork_one_phase(tmp_path, env, preload=["fsspec"], state=state)
     assert "fsspec" in state.preloads()
@@ -206,11 +208,50 @@ def test_the_last_sessions_libraries_are_preloaded_at_start_and_bytecode_kept_as
         "AT_IMPORT = 'fsspec' in sys.modules\n\n"
         "def test_x():\n"
         "    assert AT_IMPORT\n"
-        "    assert sys.pycache_prefix is None and sys.dont_write_bytecode\n")
+        f"    assert sys.pycache_prefix == {str(own)!r} and sys.dont_write_bytecode\n")
     launcher = _fork_one_phase(tmp_path, env, state=state)
     assert launcher.needed == [] and "fsspec" in state.preloads()  # kept while it imports
     off = LauncherState.chosen("none", str(tmp_path))
     assert off is None and LauncherState.chosen(None, str(tmp_path)).path == default_dir()
+
+
+def test_bytecode_installed_with_torch_is_read_where_it_is(tmp_path: Path) -> None:
+    """pip compiles bytecode at install, whatever PYTHONDONTWRITEBYTECODE says: the
+    preloaded interpreters read torch's where it is, and keep none in the launcher's dir
+    (a prefix would hide it: every session with an empty dir compiled torch again)."""
+    import importlib.util
+
+    import torch
+
+    if not os.path.isfile(importlib.util.cache_from_source(torch.__file__)):
+        pytest.skip("this torch was installed without its bytecode")
+    state = LauncherState(tmp_path / "state", str(tmp_path))
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    (tmp_path / "test_x.py").write_text(
+        "import sys\n\n"
+        "def test_x():\n"
+        "    assert sys.pycache_prefix is None and sys.dont_write_bytecode\n")
+    _fork_one_phase(tmp_path, env, state=state)
+    assert not list((tmp_path / "state" / "bytecode").rglob("*.pyc"))
+
+
+def test_finds_bytecode_looks_where_the_interpreter_looks(tmp_path: Path, monkeypatch) -> None:
+    from pytest_compilecache.launch.forkserver import finds_bytecode
+
+    for name, compiled in (("shipped_pkg", True), ("bare_pkg", False)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("X = 1\n")
+        if compiled:
+            import py_compile
+
+            py_compile.compile(str(tmp_path / name / "__init__.py"), doraise=True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    assert finds_bytecode("shipped_pkg") and not finds_bytecode("bare_pkg")
+    assert not finds_bytecode("no_such_package_here")
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "elsewhere"))
+    assert not finds_bytecode("shipped_pkg")
 
 
 def _fork_one_phase(tmp_path: Path, env: Dict[str, str], preload: Sequence[str] = (),

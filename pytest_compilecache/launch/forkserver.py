@@ -22,9 +22,11 @@ a fresh interpreter instead, see `preloaded.PreloadedLauncher`):
   each lane is its own interpreter with its own hash seed, and a check's cold and warm
   phases fork from different lanes, as two restarts differ.
 - sys.path: `[cwd] + PYTHONPATH + the rest`, rebuilt for the child's cwd and PYTHONPATH.
-- Bytecode: with `--bytecode DIR`, where Python writes none, this interpreter reads and
-  keeps the bytecode of its imports in DIR (`sys.pycache_prefix`, launch/state.py); a
-  phase gets the interpreter's own settings back.
+- Bytecode: with `--bytecode DIR`, where Python writes none and finds none of torch's
+  where it looks (pip compiles it at install, whatever PYTHONDONTWRITEBYTECODE says),
+  this interpreter reads and keeps the bytecode of its imports in DIR
+  (`sys.pycache_prefix`, launch/state.py); a phase gets the interpreter's own settings
+  back.
 
 Protocol: one JSON line per message on the inherited stdin/stdout pipes. The server says
 hello when its imports are done; `{"preload": [MODULE, ...]}` imports installed libraries
@@ -80,9 +82,12 @@ class Preloaded:
         self.bytecode: Optional[Tuple[Optional[str], bool]] = None
 
     def keep_bytecode(self, where: str) -> None:
-        """Where Python writes no bytecode, keep that of this interpreter's imports in
-        `where` (the launcher's, state.py), and read it from there."""
-        if sys.dont_write_bytecode and self.bytecode is None:
+        """Where Python writes no bytecode and torch's was not installed with it, keep
+        that of this interpreter's imports in `where` (the launcher's, state.py), and read
+        it from there. Where torch's was installed, it is read where it is: a prefix
+        would hide it, and every session with an empty `where` (a first one, a CI
+        machine's) would compile torch's sources again (7 s of CPU an interpreter)."""
+        if sys.dont_write_bytecode and self.bytecode is None and not finds_bytecode("torch"):
             self.bytecode = (sys.pycache_prefix, sys.dont_write_bytecode)
             sys.pycache_prefix, sys.dont_write_bytecode = where, False
             self.mark("bytecode")
@@ -180,6 +185,20 @@ class Preloaded:
                 return (f"torch asked at import whether CUDA is available ({self.cuda.answer}); "
                         f"in this phase's environment the answer is {now}")
         return None
+
+
+def finds_bytecode(package: str) -> bool:
+    """Whether this interpreter, as it is set now, finds `package`'s bytecode (its
+    `__init__`'s, for the whole install) where it looks for it, without importing it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(package)
+        origin = spec.origin if spec is not None else None
+        return bool(origin and origin.endswith(".py")
+                    and os.path.isfile(importlib.util.cache_from_source(origin)))
+    except (ImportError, ValueError, NotImplementedError):
+        return False
 
 
 # imported in the preloaded interpreter after torch (`Preloaded.compile_stack`)
