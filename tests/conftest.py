@@ -51,7 +51,7 @@ os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 LONGEST_FIRST = (
     "test_deploy.py", "test_drift.py", "test_paths.py", "test_pr_lane.py",
     "test_user_training.py", "test_launcher.py", "test_hostile.py", "test_faults.py",
-    "test_remote.py",
+    "test_remote.py", "test_action_selftest.py",
     "test_pgo.py", "test_false_hits.py", "test_user_programs.py", "test_checks_miss.py",
     "test_checks_hit.py", "test_random.py", "test_shard.py", "test_store.py",
     "test_hostile_phases.py", "test_collection.py", "test_keys_only.py", "test_autotune.py",

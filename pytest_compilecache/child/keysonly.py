@@ -177,7 +177,7 @@ class KeysOnly:
                 try:
                     run = _copy_graph_module(gm)
                 except Exception:  # cannot copy what it would run: compile it in full
-                    run = None
+                    pass
             if run is not None:
                 self._lowering = True  # only this graph's code generation stops
                 try:
