@@ -13,4 +13,4 @@ trap 'rm -rf "$stub"' EXIT
 act_stand_ins "$stub" action/action.yml .github/workflows/action-selftest.yml
 act push -W .github/workflows/action-selftest.yml -P ubuntu-latest=-self-hosted \
   --action-offline-mode --no-cache-server --env SELFTEST_PYTHON="$python" "${repl[@]}" 2>&1 \
-  | tail -n 60
+  | tail -n 150

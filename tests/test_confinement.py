@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pytest_compilecache.child import confinement
 from pytest_compilecache.controller import diskspace
+from pytest_compilecache.controller.session import PCH_DIR_ENV
 from pytest_compilecache.judge.confinement import foreign_hits, not_cold
 from pytest_compilecache.render import report
 from pytest_compilecache.isolation import CacheRoot, unsafe_parent
@@ -119,7 +120,8 @@ def test_a_root_others_can_write_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text("import pytest\n\n@pytest.mark.compile_cache\n"
                                         "def test_x():\n    raise AssertionError('ran')\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    # nor its own header dir, which it would make there
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", PCH_DIR_ENV)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                            "--compile-cache-check", f"--compile-cache-root={shared}"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)

@@ -19,6 +19,7 @@ from typing import Dict, List
 import pytest
 
 from conftest import commit, git
+from pytest_compilecache.controller.session import PCH_DIR_ENV
 from pytest_compilecache.history.blobs import ComponentBlobs
 
 pytestmark = pytest.mark.slow
@@ -84,6 +85,7 @@ def run(path: Path, *args: str, cwd: Path = None, tmp: Path = None) -> subproces
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     if tmp is not None:  # the session's own temp dir, to see what it leaves there
         env["TMPDIR"] = str(tmp)
+        env.pop(PCH_DIR_ENV, None)  # and its own header dir there, to be removed too
     return subprocess.run([sys.executable, *args], cwd=cwd or path, env=env,
                           capture_output=True, text=True, timeout=900)
 

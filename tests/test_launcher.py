@@ -14,7 +14,7 @@ import pytest
 from conftest import RepoRun, run_repo
 from pytest_compilecache.launch.libraries import installed_libraries
 from pytest_compilecache.launch.preloaded import PreloadedLauncher, differs_at_import
-from pytest_compilecache.launch.state import LauncherState, default_dir
+from pytest_compilecache.launch.state import LauncherState, default_dir, finds_bytecode
 
 TESTS = '''
 import os
@@ -219,15 +219,12 @@ def test_bytecode_installed_with_torch_is_read_where_it_is(tmp_path: Path) -> No
     """pip compiles bytecode at install, whatever PYTHONDONTWRITEBYTECODE says: the
     preloaded interpreters read torch's where it is, and keep none in the launcher's dir
     (a prefix would hide it: every session with an empty dir compiled torch again)."""
-    import importlib.util
+    from pytest_compilecache.launch.forkserver import COMPILE_STACK
 
-    import torch
-
-    if not os.path.isfile(importlib.util.cache_from_source(torch.__file__)):
-        pytest.skip("this torch was installed without its bytecode")
+    if os.environ.get("PYTHONPYCACHEPREFIX") or not finds_bytecode(["torch", *COMPILE_STACK]):
+        pytest.skip("this torch's bytecode is not where the interpreter looks")
     state = LauncherState(tmp_path / "state", str(tmp_path))
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("PYTHONPYCACHEPREFIX", None)
     (tmp_path / "test_x.py").write_text(
         "import sys\n\n"
         "def test_x():\n"
@@ -236,22 +233,28 @@ def test_bytecode_installed_with_torch_is_read_where_it_is(tmp_path: Path) -> No
     assert not list((tmp_path / "state" / "bytecode").rglob("*.pyc"))
 
 
-def test_finds_bytecode_looks_where_the_interpreter_looks(tmp_path: Path, monkeypatch) -> None:
-    from pytest_compilecache.launch.forkserver import finds_bytecode
+def test_finds_bytecode_looks_where_the_interpreter_looks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package counts as shipping its bytecode only where this interpreter, as set,
+    finds that of each module asked (an image that imported the package once at build
+    time has it for some only), without importing it."""
+    import py_compile
 
-    for name, compiled in (("shipped_pkg", True), ("bare_pkg", False)):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "__init__.py").write_text("X = 1\n")
-        if compiled:
-            import py_compile
-
-            py_compile.compile(str(tmp_path / name / "__init__.py"), doraise=True)
+    monkeypatch.setattr(sys, "pycache_prefix", None)  # before compiling: where it writes
+    pkg = tmp_path / "shipped_pkg"
+    (pkg / "sub").mkdir(parents=True)
+    for source in (pkg / "__init__.py", pkg / "sub" / "__init__.py", pkg / "mod.py",
+                   pkg / "bare.py"):
+        source.write_text("X = 1\n")
+        if source.name != "bare.py":
+            py_compile.compile(str(source), doraise=True)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sys, "pycache_prefix", None)
-    assert finds_bytecode("shipped_pkg") and not finds_bytecode("bare_pkg")
-    assert not finds_bytecode("no_such_package_here")
+    assert finds_bytecode(["shipped_pkg", "shipped_pkg.sub", "shipped_pkg.mod"])
+    assert not finds_bytecode(["shipped_pkg", "shipped_pkg.bare"])
+    assert not finds_bytecode(["no_such_package_here"])
+    assert "shipped_pkg" not in sys.modules
     monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "elsewhere"))
-    assert not finds_bytecode("shipped_pkg")
+    assert not finds_bytecode(["shipped_pkg"])
 
 
 def _fork_one_phase(tmp_path: Path, env: Dict[str, str], preload: Sequence[str] = (),

@@ -19,6 +19,7 @@ from typing import List
 
 import pytest
 
+from pytest_compilecache.controller.session import PCH_DIR_ENV
 from test_faults import marked
 
 SLEEPS = '''
@@ -60,7 +61,8 @@ def test_clean_removes_what_a_killed_session_left_and_never_a_live_one(
     report = tmp_path / "report.json"
     report.write_text('{"an": "earlier session\'s report"}')
     key, value = "COMPILECACHE_LEFTOVERS_TEST", uuid.uuid4().hex
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    # the session's own header dir, among what `clean` must remove
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", PCH_DIR_ENV)}
     env.update({"TMPDIR": str(tmp_path / "tmp"), key: value})
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--compile-cache-check",

@@ -621,22 +621,6 @@ def test_deploy_from_a_baseline_that_cannot_be_checked_out_is_an_error(
     assert harness.launcher.launched == []
 
 
-def test_deploy_whose_store_lookup_fails_is_an_error_naming_the_lookup(
-        harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_compilecache.controller.keyhistory import KeyHistory
-
-    def saved_caches(*_: Any) -> Any:
-        raise RuntimeError("meta.json: no such field 'root'")
-
-    monkeypatch.setattr(KeyHistory, "saved_caches", saved_caches)
-    rec = load_record("pass_mlp")
-    res = harness.check(rec, base=_deploy_base(tmp_path, rec), baseline_warm=True)
-    assert (res.verdict, res.error) == ("error", "cold phase could not look up the caches kept "
-                                                 "for the baseline: meta.json: no such field "
-                                                 "'root'")
-    assert harness.launcher.launched == []
-
-
 # -- the remote path (--compile-cache-via=remote) ----------------------------------------------
 
 class Redis(RedisServer):

@@ -22,8 +22,9 @@ a fresh interpreter instead, see `preloaded.PreloadedLauncher`):
   each lane is its own interpreter with its own hash seed, and a check's cold and warm
   phases fork from different lanes, as two restarts differ.
 - sys.path: `[cwd] + PYTHONPATH + the rest`, rebuilt for the child's cwd and PYTHONPATH.
-- Bytecode: with `--bytecode DIR`, where Python writes none and finds none of torch's
-  where it looks (pip compiles it at install, whatever PYTHONDONTWRITEBYTECODE says),
+- Bytecode: with `--bytecode DIR`, where Python writes none and does not find that of
+  torch and its compile stack where it looks (pip compiles it at install, whatever
+  PYTHONDONTWRITEBYTECODE says),
   this interpreter reads and keeps the bytecode of its imports in DIR
   (`sys.pycache_prefix`, launch/state.py); a phase gets the interpreter's own settings
   back.
@@ -53,6 +54,7 @@ from pytest_compilecache.launch.cudaprobe import CudaAsked, nvml_cuda_available
 from pytest_compilecache.launch.descendants import end_below, subreaper
 from pytest_compilecache.launch.envspy import REDO_BY_MODULE, REDO_BY_NAME, EnvSpy, Replay
 from pytest_compilecache.launch.libraries import shadowed
+from pytest_compilecache.launch.state import finds_bytecode
 from pytest_compilecache.lifetime import (LAUNCHER_PID_ENV, PHASE_ENV, name_process,
                                          parent_death_signal)
 from pytest_compilecache.owndeps import plugin_only_modules
@@ -87,7 +89,8 @@ class Preloaded:
         it from there. Where torch's was installed, it is read where it is: a prefix
         would hide it, and every session with an empty `where` (a first one, a CI
         machine's) would compile torch's sources again (7 s of CPU an interpreter)."""
-        if sys.dont_write_bytecode and self.bytecode is None and not finds_bytecode("torch"):
+        if sys.dont_write_bytecode and self.bytecode is None \
+                and not finds_bytecode(("torch", *COMPILE_STACK)):
             self.bytecode = (sys.pycache_prefix, sys.dont_write_bytecode)
             sys.pycache_prefix, sys.dont_write_bytecode = where, False
             self.mark("bytecode")
@@ -185,20 +188,6 @@ class Preloaded:
                 return (f"torch asked at import whether CUDA is available ({self.cuda.answer}); "
                         f"in this phase's environment the answer is {now}")
         return None
-
-
-def finds_bytecode(package: str) -> bool:
-    """Whether this interpreter, as it is set now, finds `package`'s bytecode (its
-    `__init__`'s, for the whole install) where it looks for it, without importing it."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(package)
-        origin = spec.origin if spec is not None else None
-        return bool(origin and origin.endswith(".py")
-                    and os.path.isfile(importlib.util.cache_from_source(origin)))
-    except (ImportError, ValueError, NotImplementedError):
-        return False
 
 
 # imported in the preloaded interpreter after torch (`Preloaded.compile_stack`)

@@ -13,7 +13,9 @@ and deleting the directory loses nothing else.
   compile stack: 13.0-14.8 s on an H100 machine, torch 2.11; 4.5-5.3 s from bytecode). The
   preloaded interpreters, and only they, keep the bytecode of what they import here
   (`sys.pycache_prefix`); a forked phase gets the interpreter's own settings back before
-  pytest starts, so what it imports later is compiled and written as in a restart.
+  pytest starts, so what it imports later is read, compiled or written as in a restart.
+  Where torch's bytecode (and its compile stack's) was installed with it, it is read
+  where it is and nothing is kept here (`finds_bytecode`).
 No pytest, no torch: the forkserver reads it too.
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 _LISTS = 32  # the newest preload lists kept (one per interpreter and rootdir)
 
@@ -103,6 +105,30 @@ class LauncherState:
         private = (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
                    and not st.st_mode & 0o022)  # a directory, not a link out of the state
         return where if private and os.access(where, os.W_OK) else None
+
+
+def finds_bytecode(modules: Sequence[str]) -> bool:
+    """Whether this interpreter, as it is set now (`sys.pycache_prefix`, optimization
+    level), finds the bytecode of each of `modules` (dotted names in one installed
+    package, the package first) where it looks for it; nothing is imported. pip compiles
+    bytecode at install whatever PYTHONDONTWRITEBYTECODE says; an image that imported
+    torch once at build time has it for the modules imported then only."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(modules[0].split(".")[0])
+        origin = spec.origin if spec is not None else None
+        if not origin or not origin.endswith("__init__.py"):
+            return False
+        for name in modules:
+            path = os.path.join(os.path.dirname(origin), *name.split(".")[1:])
+            source = path + ".py" if os.path.isfile(path + ".py") \
+                else os.path.join(path, "__init__.py")
+            if not os.path.isfile(importlib.util.cache_from_source(source)):
+                return False
+        return True
+    except (ImportError, ValueError, NotImplementedError):
+        return False
 
 
 def _mtime(p: Path) -> float:
