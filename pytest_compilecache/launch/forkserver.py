@@ -24,10 +24,9 @@ a fresh interpreter instead, see `preloaded.PreloadedLauncher`):
 - sys.path: `[cwd] + PYTHONPATH + the rest`, rebuilt for the child's cwd and PYTHONPATH.
 - Bytecode: with `--bytecode DIR`, where Python writes none and does not find that of
   torch and its compile stack where it looks (pip compiles it at install, whatever
-  PYTHONDONTWRITEBYTECODE says),
-  this interpreter reads and keeps the bytecode of its imports in DIR
-  (`sys.pycache_prefix`, launch/state.py); a phase gets the interpreter's own settings
-  back.
+  PYTHONDONTWRITEBYTECODE says), this interpreter reads and keeps the bytecode of its
+  imports in DIR (`sys.pycache_prefix`, launch/state.py); a phase gets the
+  interpreter's own settings back.
 
 Protocol: one JSON line per message on the inherited stdin/stdout pipes. The server says
 hello when its imports are done; `{"preload": [MODULE, ...]}` imports installed libraries
