@@ -12,7 +12,7 @@ import os
 import shutil
 import traceback
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.controller import diskspace, stored
@@ -77,10 +77,14 @@ class CheckRun:
         self.cold_device: Optional[str] = None
         self.shared_root: Optional[Path] = None  # the variants' shared cache, if it took a turn
         self.phase_now: Optional[str] = None  # the phase running or last asked for
+        # the preloaded interpreter its cold phase forks from; its others fork from the
+        # next (controller/ahead.py gives the runs it starts side by side one each)
+        self.lane = 0
 
-    def run(self) -> CheckResult:
+    def run(self, ran: Optional[Callable[[], CheckResult]] = None) -> CheckResult:
+        """`ran`: the wait for its phases, where they were started ahead (ahead.py)."""
         try:
-            return self._conclude(self._phases())
+            return self._conclude(ran() if ran is not None else self.phases())
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: nothing in these roots is worth keeping
             if not self.settings.keep:
                 for root in self.roots:
@@ -120,7 +124,7 @@ class CheckRun:
                            error=what + "; no verdict: run the check again", timings=self.timings)
 
     # -- the phases ----------------------------------------------------------------------
-    def _phases(self) -> CheckResult:
+    def phases(self) -> CheckResult:
         """Each phase the path plans, until one fails or the path stops; then its rule."""
         nodeid, root = self.item.nodeid, CacheRoot.create(self.item.nodeid, self.settings.root)
         self.roots.append(root)
@@ -347,7 +351,7 @@ class CheckRun:
                                                 env, str(cwd or invocation),
                                                 root.phases / f"{phase}.log",
                                                 limit.seconds,
-                                                lane=0 if phase == "cold" else 1)
+                                                lane=self.lane + (phase != "cold"))
         except Exception as e:  # a lease timeout or an unusable lock dir: this check errors
             from pytest_compilecache.controller.gpus import LeaseTimeout
 

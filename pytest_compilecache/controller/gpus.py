@@ -14,6 +14,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -93,6 +94,21 @@ def shared_lock_dir(chosen: Path) -> Path:
     1777 dir, a symlink), and `chosen` itself is left as it was."""
     chosen.mkdir(mode=0o700, parents=True, exist_ok=True)
     return private_dir(chosen / f"pytest-compilecache-{os.getuid()}")
+
+
+def session_pool(settings: Any, lock_path: Optional[str]) -> "SlotPool":
+    """A session's slots: its GPUs' (--compile-cache-gpus, else those visible), each
+    --compile-cache-jobs-per-gpu times, or the cores' on CPU, a check's threads each."""
+    from pytest_compilecache.gpulist import parse_gpus
+
+    devices: List[str] = []
+    if settings.device != "cpu":
+        devices = parse_gpus(settings.gpus) or visible_gpus()
+    slots = (slots_for(devices, settings.jobs_per_gpu) if devices
+             else cpu_slots(os.cpu_count() or 1, settings.threads))
+    return SlotPool(Path(lock_path or session_lock_dir(settings.lock_dir)), slots,
+                    settings.lease_timeout,
+                    say=lambda m: print(f"pytest-compilecache: {m}", file=sys.stderr, flush=True))
 
 
 def session_lock_dir(chosen: Optional[str]) -> str:

@@ -25,7 +25,12 @@ class Progress:
 
     @contextlib.contextmanager
     def step(self, what: str) -> Iterator[None]:
-        """`what` ('cold', 'warm', 'baseline recording at 09d6b45') runs in the block."""
+        """`what` ('cold', 'warm', 'baseline recording at 09d6b45') runs in the block.
+        Only pytest's own thread shows it: phases run side by side (ahead.py) are shown
+        as its wait for them."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
         started = time.monotonic()
         ticker = _Ticker(self.reporter, what, self.uncaptured) if self.live else None
         try:

@@ -55,6 +55,7 @@ class CompileCacheSession:
             PreloadedLauncher(LauncherState.chosen(settings.launcher_state, str(config.rootpath)))
             if settings.launcher == "preloaded" else SubprocessLauncher())
         self._times: Optional[Dict[str, float]] = None  # check_times(), read once
+        self.ahead: Any = False  # the recordings run side by side: not yet asked (ahead.py)
         self.said_dropped = False  # the launcher's missing preload is said once per session
         self.history = KeyHistory(config, settings)
         self.owned_pch_dir: Optional[Path] = None  # made by this controller; removed at the end
@@ -152,11 +153,16 @@ class CompileCacheSession:
         ends in the results, whatever happens on this side."""
         if self.role is Role.WORKER:
             self.ledger.publish("started", {"nodeid": item.nodeid})
+        if self.ahead is False:  # at the first check pytest runs: recordings side by side
+            from pytest_compilecache.controller.ahead import Ahead
+
+            self.ahead = Ahead.from_item(self, item, self.role is Role.WORKER)
         results = []
         for path in self.warm_start_paths:
-            run = CheckRun(self, item, path)
+            run, ran = self.ahead.take(item, path) if self.ahead else (None, None)
+            run = run or CheckRun(self, item, path)
             try:
-                results.append(run.run())
+                results.append(run.run(ran))
             except KeyboardInterrupt:  # what ran of it is said, not a bare `not run`
                 self._add(run.interrupted())
                 raise
@@ -187,18 +193,8 @@ class CompileCacheSession:
     def slot_pool(self) -> Any:
         if self._pool is None:
             from pytest_compilecache.controller import gpus
-            from pytest_compilecache.gpulist import parse_gpus
 
-            s = self.settings
-            devices: List[str] = []
-            if s.device != "cpu":
-                devices = parse_gpus(s.gpus) or gpus.visible_gpus()
-            slots = (gpus.slots_for(devices, s.jobs_per_gpu) if devices
-                     else gpus.cpu_slots(os.cpu_count() or 1, s.threads))
-            self._pool = gpus.SlotPool(Path(self.lock_path or gpus.session_lock_dir(s.lock_dir)),
-                                       slots, s.lease_timeout,
-                                       say=lambda m: print(f"pytest-compilecache: {m}",
-                                                           file=sys.stderr, flush=True))
+            self._pool = gpus.session_pool(self.settings, self.lock_path)
         return self._pool
 
     def pch_dir(self) -> Path:
@@ -339,7 +335,11 @@ class CompileCacheSession:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.timeline.mark("sessionfinish")
+        if self.ahead:  # the session stopped early (-x, an interrupt): no more of them
+            self.ahead.cancel()
         self.launcher.close()
+        if self.ahead:
+            self.ahead.close()
         self.timeline.add(getattr(self.launcher, "marks", ()))
         self.timeline.mark("lanes closed")
         for path in self.__dict__.get("warm_start_paths") or []:  # those that ran

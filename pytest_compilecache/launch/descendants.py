@@ -99,20 +99,25 @@ class Contained:
     kills them once the phase is over. Where this process is no subreaper, and cannot
     become one, `end` finds nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, was: Optional[bool] = None) -> None:
+        """`was`: whether this process was a subreaper before any of the phases that
+        run side by side started (the launcher knows; default: now)."""
         self.me = os.getpid()
-        self.was = is_subreaper() if sys.platform.startswith("linux") else False
+        if was is None:
+            was = is_subreaper() if sys.platform.startswith("linux") else False
+        self.was = was
         self.on = self.was or subreaper(True)
         self.before = set(children(self.me)) if self.on else set()
 
-    def end(self, phase_pid: int) -> List[str]:
-        """The phase (its own process, `phase_pid`, reaped already) is over."""
+    def end(self, phase_pid: int, others: Collection[int] = ()) -> List[str]:
+        """The phase (its own process, `phase_pid`, reaped already) is over; `others`:
+        the phases still running beside it, spared (they stay contained)."""
         if not self.on:
             return []
         try:
-            return end_below(self.me, phase_pid, self.before | {phase_pid})
+            return end_below(self.me, phase_pid, self.before | {phase_pid, *others})
         finally:
-            if not self.was:
+            if not self.was and not others:
                 subreaper(False)
             self.on = False
 

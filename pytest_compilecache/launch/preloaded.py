@@ -13,10 +13,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV, OWNED
 from pytest_compilecache.launch.descendants import kill_below
@@ -60,20 +61,24 @@ class _Lane:
             stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
         self.hello: Optional[Dict[str, Any]] = None
         self.pending = 0  # preload requests whose hello is still to be read
+        # the phase's thread reads; another phase's thread may send it a preload
+        self.lock = threading.RLock()
         self.gone = False  # its pipe closed
         if extras:
             self.preload(extras)
 
     def preload(self, modules: Sequence[str]) -> None:
         """Queued: the server reads it once its own imports are done."""
-        self.send({"preload": list(modules)})
-        self.pending += 1
+        with self.lock:
+            self.send({"preload": list(modules)})
+            self.pending += 1
 
     def ready(self) -> Dict[str, Any]:
         """The latest hello: after the imports and every preload sent so far."""
         while self.hello is None or self.pending:
             if self.hello is not None:
-                self.pending -= 1
+                with self.lock:
+                    self.pending -= 1
             got = self.receive(time.perf_counter() + _START_TIMEOUT_S)
             if got is None:
                 self.hello, self.pending = {"problem": "the preloaded interpreter did not "
@@ -95,8 +100,9 @@ class _Lane:
 
     def send(self, msg: Dict[str, Any]) -> None:
         stdin: IO[bytes] = self.proc.stdin  # type: ignore[assignment]
-        stdin.write((json.dumps(msg) + "\n").encode())
-        stdin.flush()
+        with self.lock:  # a line at a time
+            stdin.write((json.dumps(msg) + "\n").encode())
+            stdin.flush()
 
     def _log_tail(self) -> str:
         try:
@@ -145,6 +151,12 @@ class PreloadedLauncher:
         self.dropped: Optional[str] = None  # why the extras are not preloaded after all
         # (name, time.time()): the interpreters' imports, the preloads sent (the timeline)
         self.marks: List[Tuple[str, float]] = []
+        self.width = self.LANES  # interpreters to start: widen()
+        self._started: Optional[Tuple[Dict[str, str], str, Optional[Path]]] = None
+        self._lock = threading.Lock()  # phases may run side by side, a lane each (widen)
+        self._forks: Set[int] = set()  # the threads whose phase runs now
+        self._forks_done = threading.Condition(self._lock)
+        self.closed = False
 
     def start(self, env: Mapping[str, str], cwd: str) -> None:
         """Start the preloaded interpreters now (they import while pytest collects)."""
@@ -159,29 +171,59 @@ class PreloadedLauncher:
         if self.state is not None:  # the last session's libraries, before collection ends
             self.extras += [m for m in self.state.preloads() if m not in self.extras]
             bytecode = self.state.bytecode_dir()
-        for i in range(self.LANES):
-            self._lanes[i] = _Lane(base, cwd, self._home, i, self.extras, bytecode=bytecode)
+        self._started = (base, cwd, bytecode)
+        self._start_lanes()
+
+    def widen(self, lanes: int) -> None:
+        """An interpreter for each of `lanes` phases that run at once (lane k for the
+        k-th: controller/ahead.py), those missing started now, from the caller's thread
+        (the session's own: a child is told when the thread that started it ends)."""
+        self.width = max(self.width, lanes)
+        if self._lanes and not self.off:
+            self._start_lanes()
+
+    def _start_lanes(self) -> None:
+        assert self._started is not None and self._home is not None
+        base, cwd, bytecode = self._started
+        for i in range(self.width):
+            if i not in self._lanes:
+                self._lanes[i] = _Lane(base, cwd, self._home, i, self.extras,
+                                       bare=self.dropped is not None, bytecode=bytecode)
 
     def preload(self, modules: Sequence[str]) -> None:
         """Import these too, in the interpreters started or to start."""
-        self.needed += [m for m in dict.fromkeys(modules) if m not in self.needed]
-        new = [m for m in dict.fromkeys(modules) if m not in self.extras]
-        self.extras += new
-        if new and self.dropped is None:
-            self.marks.append(("preload sent", time.time()))
-            for server in self._lanes.values():
-                server.preload(new)
+        with self._lock:  # one phase's thread at a time learns what another's imported
+            self.needed += [m for m in dict.fromkeys(modules) if m not in self.needed]
+            new = [m for m in dict.fromkeys(modules) if m not in self.extras]
+            self.extras += new
+            if new and self.dropped is None:
+                self.marks.append(("preload sent", time.time()))
+                for server in list(self._lanes.values()):
+                    server.preload(new)
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, log_path: Path,
             timeout: Optional[float], lane: int = 0) -> LaunchResult:
         # a forked phase's start-up includes the wait for its interpreter's imports
         asked = (time.perf_counter(), time.time())
-        env = marked(env, argv, log_path)
+        with self._lock:
+            if self.closed:  # a phase started side by side as the session ended: not run
+                return LaunchResult(None, False, 0.0, log_path, asked[1], time.time())
+            self._forks.add(threading.get_ident())
+        try:
+            return self._run(argv, marked(env, argv, log_path), cwd, log_path, timeout,
+                             lane if lane in self._lanes else lane % self.LANES, asked)
+        finally:
+            with self._lock:
+                self._forks.discard(threading.get_ident())
+                self._forks_done.notify_all()
+
+    def _run(self, argv: Sequence[str], env: Dict[str, str], cwd: str, log_path: Path,
+             timeout: Optional[float], lane: int, asked: Tuple[float, float]) -> LaunchResult:
         why = self.off or self._why_fresh(argv, env, cwd, lane)
         waited = time.perf_counter() - asked[0]
         if why is None:
-            server = self._lanes[lane % self.LANES]
-            self.marks += [(f"lane{lane % self.LANES} {name}", at)
+            server = self._lanes[lane]
+            self.marks += [(f"lane{lane} {name}", at)
                            for name, at in (server.hello or {}).get("marks") or []]
             got = self._fork(server, argv, env, cwd, log_path, timeout, asked)
             if not isinstance(got, str):
@@ -195,15 +237,15 @@ class PreloadedLauncher:
         if not hasattr(os, "fork") or not hasattr(os, "wait4") or list(argv[:2]) != ["-m", "pytest"]:
             return "no fork here"
         self.start(env, cwd)
-        server = self._lanes[lane % self.LANES]
+        server = self._lanes[lane]
         hello = server.ready()
         if hello.get("problem") and (hello.get("extras") or hello.get("stack")):
             # the compile stack or an extra library touched CUDA or started threads:
             # preload torch alone
             self.dropped = str(hello["problem"])
             server.close()
-            server = self._lanes[lane % self.LANES] = _Lane(*server.args, bare=True,
-                                                            bytecode=server.bytecode)
+            server = self._lanes[lane] = _Lane(*server.args, bare=True,
+                                               bytecode=server.bytecode)
             hello = server.ready()
         if hello.get("problem"):
             self.off = str(hello["problem"])
@@ -291,6 +333,18 @@ class PreloadedLauncher:
         return True
 
     def close(self) -> None:
+        """The phases still running (side by side, in a session that stopped early) are
+        ended and their runs return first; then the interpreters."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            others = lambda: self._forks - {threading.get_ident()}  # noqa: E731
+            if others():
+                for server in list(self._lanes.values()):
+                    kill_below(server.proc.pid)
+                self._forks_done.wait_for(lambda: not others(), timeout=30)
+        self.fresh.close()
         if self.state is not None and self._lanes and self.off is None:
             # for the next session's interpreters to import as they start: what this
             # session preloaded (a phase does not say it imported what was preloaded

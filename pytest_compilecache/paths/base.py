@@ -79,6 +79,9 @@ class WarmStartPath:
     # its cold phase stops once the keys are computed, before code generation: a drift
     # against a manifest it recorded is confirmed by a recording in full (keyhistory.py)
     keys_only = False
+    # it times nothing and has no verdict (a recording of keys): in a session whose every
+    # path does, the checks' phases run side by side, a slot each (controller/ahead.py)
+    runs_ahead = False
     # options of its own (--compile-cache-<name>, ini compile_cache_<name>), registered
     # when the plugin (a built-in path) or the conftest that returns the path loads;
     # `from_settings` reads them with `settings.path_option(name)`
