@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, Optional
 
 import pytest
 
@@ -201,3 +201,14 @@ def run_under_act(script: str, timeout: float) -> str:
         pytest.fail(f".ci/{script} ran past {timeout:.0f} s:\n{out[-6000:]}")
     assert proc.returncode == 0, out[-6000:]
     return out
+
+
+@pytest.fixture
+def in_process() -> Iterator[None]:
+    """The controller, run in this process, sets its dirs in the environment and takes
+    SIGTERM (lifetime.interrupt_on_sigterm): both are put back."""
+    environ, handler = dict(os.environ), signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, handler)
+    os.environ.clear()
+    os.environ.update(environ)

@@ -31,6 +31,17 @@ from pytest_compilecache.launch.launcher import LaunchResult
 RECORDS = Path(__file__).parent / "data" / "records"
 
 
+# a marked test file for a replayed check (no torch: its phases are replayed)
+MARKED = """
+import pytest
+
+
+@pytest.mark.compile_cache
+def {name}():
+    pass
+"""
+
+
 def load_record(case: str) -> Dict[str, Any]:
     """A fresh copy of `tests/data/records/<case>.json` (a test may change it)."""
     return json.loads((RECORDS / f"{case}.json").read_text())

@@ -6,6 +6,7 @@ lowering: its backward's key holds the strides lowering chose); a torch that can
 there compiles in full and says so."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Dict, Tuple
 
@@ -52,13 +53,20 @@ def test_keys_only_records_a_full_cold_runs_keys_graph_for_graph(tmp_path: Path)
     import torch
     import torch._inductor.utils
 
-    full = run_repo(tmp_path / "repo", TESTS, "--compile-cache-store=full")
+    # a thread each (the keys hold the thread count): two slots on two cores, so the
+    # keys-only session's two recordings run side by side (controller/ahead.py)
+    full = run_repo(tmp_path / "repo", TESTS, "--compile-cache-store=full",
+                    "--compile-cache-threads=1")
     (tmp_path / "repo" / "report.json").rename(tmp_path / "repo" / "full.json")
     keys = run_repo(tmp_path / "repo", {}, "--compile-cache-keys-only",
-                    "--compile-cache-store=keys")
+                    "--compile-cache-store=keys", "--compile-cache-threads=1")
     (tmp_path / "repo" / "report.json").rename(tmp_path / "repo" / "keys.json")
     assert full.ret == 0 and keys.ret == 0, keys.out[-3000:]
     got = {c["nodeid"].split("::")[-1]: c for c in keys.report["checks"]}
+    if (os.cpu_count() or 1) >= 2:  # side by side, each forked from its own interpreter
+        a, b = (c["leases"][0] for c in keys.report["checks"])
+        assert a["slot"] != b["slot"] and b["acquired"] < a["released"], (a, b)
+        assert all(c["launch"] == {"cold": "forked"} for c in keys.report["checks"])
     for c in full.report["checks"]:
         name = c["nodeid"].split("::")[-1]
         k = got[name]

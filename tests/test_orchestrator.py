@@ -18,8 +18,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
-from fakes import (RECORDS, ReplayLauncher, Reply, SessionReplay, UseLauncher, load_record,
-                   remove_files)
+from fakes import (MARKED, RECORDS, ReplayLauncher, Reply, SessionReplay, UseLauncher,
+                   load_record, remove_files)
 from pytest_compilecache import layers
 from pytest_compilecache.controller.check import CheckRun
 from pytest_compilecache.controller.session import CompileCacheSession
@@ -827,27 +827,6 @@ def test_an_artifact_path_stops_after_a_cold_phase_that_found_it_not_applicable(
 
 
 # -- a whole pytest session over replayed phases ---------------------------------------------
-
-@pytest.fixture
-def in_process() -> Iterator[None]:
-    """The controller, run in this process, sets its dirs in the environment and takes
-    SIGTERM (lifetime.interrupt_on_sigterm): both are put back."""
-    environ, handler = dict(os.environ), signal.getsignal(signal.SIGTERM)
-    yield
-    signal.signal(signal.SIGTERM, handler)
-    os.environ.clear()
-    os.environ.update(environ)
-
-
-MARKED = """
-import pytest
-
-
-@pytest.mark.compile_cache
-def {name}():
-    pass
-"""
-
 
 def test_a_session_over_replayed_phases_reports_what_the_recorded_sessions_did(
         pytester: pytest.Pytester, in_process: None) -> None:

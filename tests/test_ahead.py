@@ -1,0 +1,106 @@
+"""Recordings side by side (controller/ahead.py), with no process: in a session whose
+every path times nothing (--compile-cache-keys-only) the checks' phases run as many at
+a time as it has slots, each forked from an interpreter of its own, and the checks are
+still reported in pytest's order; a session that times its phases runs one at a time;
+one that stops early (-x) leaves no root of the checks it never reported."""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+import pytest
+
+from fakes import MARKED, Reply, SessionReplay, UseLauncher, load_record
+
+CASES = ("pass_mlp", "fx_config_drift", "kernels_deleted")
+
+
+class AtOnce(SessionReplay):
+    """Replays each check's phases; the first `together` phases each wait until that
+    many run at once (a barrier: one at a time breaks it and the phase raises)."""
+
+    def __init__(self, records: Sequence[Dict[str, Any]], together: int) -> None:
+        super().__init__(records)
+        self.barrier = threading.Barrier(together, timeout=20)
+        self.together = together
+        self.lock = threading.Lock()
+        self.running = self.most = 0
+        self.lanes: List[int] = []
+
+    def run(self, argv: Any, env: Any, cwd: str, log_path: Path, timeout: Any,
+            lane: int = 0) -> Any:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.lanes.append(lane)
+            wait = len(self.lanes) <= self.together
+        try:
+            if wait:
+                self.barrier.wait()
+            return super().run(argv, env, cwd, log_path, timeout, lane)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def _session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+             launcher: SessionReplay, *args: str) -> Any:
+    for rec in launcher_records(launcher):
+        path, name = rec["nodeid"].split("::")
+        pytester.makepyfile(**{path[:-3]: MARKED.format(name=name)})
+    monkeypatch.setattr("os.cpu_count", lambda: 2)  # two CPU slots of one thread each
+    return pytester.runpytest(
+        "-p", "no:cacheprovider", "--import-mode=importlib", "--compile-cache-store=none",
+        "--compile-cache-device=cpu", "--compile-cache-launcher=fresh",
+        "--compile-cache-threads=1", f"--compile-cache-root={pytester.path / 'roots'}",
+        "--compile-cache-report=report.json", "--compile-cache-check", *args,
+        plugins=[UseLauncher(launcher)])
+
+
+def launcher_records(launcher: SessionReplay) -> List[Dict[str, Any]]:
+    return [r.record for r in launcher.by_check.values()]
+
+
+@pytest.mark.parametrize("mode, together", [("--compile-cache-keys-only", 2),
+                                            ("--compile-cache-via=local", 1)])
+def test_recordings_run_side_by_side_and_are_reported_in_order(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, in_process: None,
+        mode: str, together: int) -> None:
+    records = [load_record(c) for c in CASES]
+    launcher = AtOnce(records, together)
+    result = _session(pytester, monkeypatch, launcher, mode)
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert [c["nodeid"] for c in report["checks"]] == sorted(r["nodeid"] for r in records)
+    # keys-only: two at once, each on an interpreter of its own; a check: one at a time
+    assert launcher.most == together, result.stdout.str()[-2000:]
+    if together == 2:
+        result.assert_outcomes(passed=3)
+        assert {c["verdict"] for c in report["checks"]} == {"recorded"}
+        assert sorted(launcher.lanes[:2]) == [0, 1] and set(launcher.lanes) <= {0, 1}
+        leases = [c["leases"][0] for c in report["checks"]]
+        assert leases[0]["slot"] != leases[1]["slot"]
+        assert leases[1]["acquired"] < leases[0]["released"]
+    else:
+        assert set(launcher.lanes) == {0, 1}  # cold on lane 0, warm on lane 1
+    # a recorded or passing check leaves no root; a failing one keeps its own
+    assert {str(p) for p in (pytester.path / "roots").glob("compilecache-*")} == \
+        {c["cache_root"] for c in report["checks"] if c.get("cache_root")}
+
+
+def test_a_session_that_stops_early_leaves_no_root_of_checks_it_never_reported(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, in_process: None) -> None:
+    """-x: the first check's phase crashes; the checks recorded or queued beside it are
+    reported as not run, and their roots go; the failed check keeps its own."""
+    records = [load_record(c) for c in CASES]
+    launcher = AtOnce(records, 2)
+    first = sorted(r["nodeid"] for r in records)[0]  # pytest runs it first
+    launcher.by_check[first].replies["cold"] = Reply(record=None, returncode=1)
+    result = _session(pytester, monkeypatch, launcher, "--compile-cache-keys-only", "-x")
+    result.assert_outcomes(failed=1)
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert [c["verdict"] for c in report["checks"]][:1] == ["error"]
+    assert launcher.closed
+    kept = list((pytester.path / "roots").glob("compilecache-*"))
+    assert len(kept) == 1 and report["checks"][0]["cache_root"] == str(kept[0])
