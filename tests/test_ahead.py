@@ -6,13 +6,17 @@ one that stops early (-x) leaves no root of the checks it never reported."""
 from __future__ import annotations
 
 import json
+import os
 import threading
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 import pytest
 
 from fakes import MARKED, Reply, SessionReplay, UseLauncher, load_record
+from pytest_compilecache.launch.launcher import SubprocessLauncher
+from pytest_compilecache.launch.preloaded import PreloadedLauncher
 
 CASES = ("pass_mlp", "fx_config_drift", "kernels_deleted")
 
@@ -104,3 +108,41 @@ def test_a_session_that_stops_early_leaves_no_root_of_checks_it_never_reported(
     assert launcher.closed
     kept = list((pytester.path / "roots").glob("compilecache-*"))
     assert len(kept) == 1 and report["checks"][0]["cache_root"] == str(kept[0])
+
+
+# -- the launchers under phases side by side (real processes, no torch) -------------------
+
+def _side_by_side(launcher: Any, tmp_path: Path, first_s: float, then_s: float) -> Dict[str, Any]:
+    """`first` starts, `then` starts 0.3 s later on the same lane; their LaunchResults."""
+    got: Dict[str, Any] = {}
+
+    def run(name: str, seconds: float) -> None:
+        got[name] = launcher.run(["-c", f"import time; time.sleep({seconds})"], dict(os.environ),
+                                 str(tmp_path), tmp_path / f"{name}.log", 60, lane=0)
+    first = threading.Thread(target=run, args=("first", first_s))
+    first.start()
+    time.sleep(0.3)
+    run("then", then_s)
+    first.join()
+    return got
+
+
+def test_a_phase_that_ends_beside_another_leaves_it_running(tmp_path: Path) -> None:
+    """Fresh interpreters: the first phase's end ends what it left behind, never the
+    phase started beside it (a child of the same controller)."""
+    got = _side_by_side(SubprocessLauncher(), tmp_path, 0.5, 1.5)
+    assert (got["first"].returncode, got["then"].returncode) == (0, 0)
+    assert got["first"].leftovers == [] and got["then"].leftovers == []
+
+
+def test_a_phase_asking_for_a_lane_another_phase_holds_runs_fresh(tmp_path: Path) -> None:
+    """A preloaded interpreter serves one phase at a time: a second phase asking for its
+    lane meanwhile runs fresh, and says why."""
+    launcher = PreloadedLauncher()
+    try:
+        got = _side_by_side(launcher, tmp_path, 1.5, 0.1)
+    finally:
+        launcher.close()
+    assert (got["first"].returncode, got["then"].returncode) == (0, 0)
+    assert got["first"].fresh_because == "no fork here"  # not `-m pytest`: no lane started
+    assert got["then"].fresh_because == "lane 0's preloaded interpreter is running another phase"

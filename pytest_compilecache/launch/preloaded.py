@@ -7,127 +7,32 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV, OWNED
 from pytest_compilecache.launch.descendants import kill_below
 from pytest_compilecache.launch.forkserver import VETO, VETO_STATUS
+from pytest_compilecache.launch.lane import Lane
 from pytest_compilecache.launch.launcher import (LaunchResult, SubprocessLauncher, marked)
 from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.leftovers import mark_owner
-from pytest_compilecache.lifetime import PHASE_ENV, child_preexec
+from pytest_compilecache.lifetime import PHASE_ENV
 from pytest_compilecache.owndeps import plugin_only_modules
-from pytest_compilecache.launch.phaselog import (CappedLog, open_log, read_end,
-                                                 read_start)
+from pytest_compilecache.launch.phaselog import (CappedLog, open_log, read_start)
 
 
 # what a phase may differ in from its preloaded interpreter, besides what torch reads at
 # import: read by C libraries at load (OpenMP, the loader, the interpreter's start)
 _READ_AT_LOAD = ("OMP_", "KMP_", "GOMP_", "MKL_", "LD_", "MALLOC_", "GLIBC_", "PYTHON")
-_PHASE_OWN = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR")
 # what differs between phases by design: what the plugin sets per check, the GPU, the test
 _PER_PHASE = (*OWNED, "CUDA_VISIBLE_DEVICES", "PYTEST_CURRENT_TEST", PHASE_ENV)
-_START_TIMEOUT_S = 600.0
-
-
-class _Lane:
-    """One preloaded interpreter (forkserver.py) and its pipes."""
-
-    def __init__(self, env: Mapping[str, str], cwd: str, home: Path, index: int,
-                 extras: Sequence[str] = (), bare: bool = False,
-                 bytecode: Optional[Path] = None) -> None:
-        own = Path(tempfile.mkdtemp(prefix=f"lane{index}-", dir=home))
-        self.args = (env, cwd, home, index)
-        self.bytecode = bytecode
-        self.env = dict(env)
-        for k in _PHASE_OWN:  # whatever the preload writes stays in its own dir
-            self.env[k] = str(own)
-        self.log = own / "server.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_compilecache.launch.forkserver", str(self.log)]
-            + (["--bare"] if bare else [])
-            + (["--bytecode", str(bytecode)] if bytecode is not None else []),
-            env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
-        self.hello: Optional[Dict[str, Any]] = None
-        self.pending = 0  # preload requests whose hello is still to be read
-        # the phase's thread reads; another phase's thread may send it a preload
-        self.lock = threading.RLock()
-        self.gone = False  # its pipe closed
-        if extras:
-            self.preload(extras)
-
-    def preload(self, modules: Sequence[str]) -> None:
-        """Queued: the server reads it once its own imports are done."""
-        with self.lock:
-            self.send({"preload": list(modules)})
-            self.pending += 1
-
-    def ready(self) -> Dict[str, Any]:
-        """The latest hello: after the imports and every preload sent so far."""
-        while self.hello is None or self.pending:
-            if self.hello is not None:
-                with self.lock:
-                    self.pending -= 1
-            got = self.receive(time.perf_counter() + _START_TIMEOUT_S)
-            if got is None:
-                self.hello, self.pending = {"problem": "the preloaded interpreter did not "
-                                            "start: " + self._log_tail()}, 0
-                break
-            self.hello = got
-        return self.hello
-
-    def receive(self, deadline: Optional[float]) -> Optional[Dict[str, Any]]:
-        """The next message; None when the server is gone (`gone`) or the deadline passed."""
-        out: IO[bytes] = self.proc.stdout  # type: ignore[assignment]
-        wait = None if deadline is None else max(0.0, deadline - time.perf_counter())
-        if not select.select([out], [], [], wait)[0]:
-            return None
-        line = out.readline()
-        if not line:
-            self.gone = True
-        return json.loads(line) if line else None
-
-    def send(self, msg: Dict[str, Any]) -> None:
-        stdin: IO[bytes] = self.proc.stdin  # type: ignore[assignment]
-        with self.lock:  # a line at a time
-            stdin.write((json.dumps(msg) + "\n").encode())
-            stdin.flush()
-
-    def _log_tail(self) -> str:
-        try:
-            return " | ".join(read_end(self.log, 8192).strip().splitlines()[-5:]) \
-                if self.log.exists() else "(no log)"
-        except OSError:
-            return "(no log)"
-
-    def close(self) -> None:
-        """It exits when its stdin closes; one busy importing a preload is killed (it
-        holds nothing to save)."""
-        try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
-            self.proc.wait(timeout=1)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        kill_below(self.proc.pid)  # what an interrupted phase left, in a session of its own
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
-        if self.proc.stdout:  # under -W error an unclosed pipe fails the user's session
-            self.proc.stdout.close()
 
 
 class PreloadedLauncher:
@@ -136,7 +41,9 @@ class PreloadedLauncher:
     restarts do (each interpreter has its own str hash seed). A phase runs fresh, with
     the reason in `fresh_because`, where a fork would not be as fresh as a restart: an
     environment variable torch read at import differs, the preload touched CUDA or
-    started Python threads, a preloaded package would be imported from elsewhere."""
+    started Python threads, a preloaded package would be imported from elsewhere.
+    Phases run side by side (controller/ahead.py) hold a lane each (`widen`); a phase
+    that asks for a lane another phase holds runs fresh and says so."""
 
     LANES = 2
 
@@ -144,7 +51,7 @@ class PreloadedLauncher:
         self.state = state  # what the last session preloaded, bytecode (launch/state.py)
         self.needed: List[str] = []  # what this session's tests asked for (collected, learned)
         self.fresh = SubprocessLauncher()
-        self._lanes: Dict[int, _Lane] = {}
+        self._lanes: Dict[int, Lane] = {}
         self._home: Optional[Path] = None
         self.off: Optional[str] = None  # why no phase is forked any more
         self.extras: List[str] = []  # installed libraries the test modules import
@@ -155,6 +62,7 @@ class PreloadedLauncher:
         self._started: Optional[Tuple[Dict[str, str], str, Optional[Path]]] = None
         self._lock = threading.Lock()  # phases may run side by side, a lane each (widen)
         self._forks: Set[int] = set()  # the threads whose phase runs now
+        self._busy: Dict[int, threading.Lock] = {}  # by lane: held while it serves a phase
         self._forks_done = threading.Condition(self._lock)
         self.closed = False
 
@@ -187,7 +95,7 @@ class PreloadedLauncher:
         base, cwd, bytecode = self._started
         for i in range(self.width):
             if i not in self._lanes:
-                self._lanes[i] = _Lane(base, cwd, self._home, i, self.extras,
+                self._lanes[i] = Lane(base, cwd, self._home, i, self.extras,
                                        bare=self.dropped is not None, bytecode=bytecode)
 
     def preload(self, modules: Sequence[str]) -> None:
@@ -209,17 +117,24 @@ class PreloadedLauncher:
             if self.closed:  # a phase started side by side as the session ended: not run
                 return LaunchResult(None, False, 0.0, log_path, asked[1], time.time())
             self._forks.add(threading.get_ident())
+            lane = lane if lane in self._lanes else lane % self.LANES
+            busy = self._busy.setdefault(lane, threading.Lock())
+        mine = busy.acquire(blocking=False)  # an interpreter serves one phase at a time
         try:
-            return self._run(argv, marked(env, argv, log_path), cwd, log_path, timeout,
-                             lane if lane in self._lanes else lane % self.LANES, asked)
+            return self._run(argv, marked(env, argv, log_path), cwd, log_path, timeout, lane,
+                             asked, None if mine else f"lane {lane}'s preloaded interpreter "
+                                                      f"is running another phase")
         finally:
+            if mine:
+                busy.release()
             with self._lock:
                 self._forks.discard(threading.get_ident())
                 self._forks_done.notify_all()
 
     def _run(self, argv: Sequence[str], env: Dict[str, str], cwd: str, log_path: Path,
-             timeout: Optional[float], lane: int, asked: Tuple[float, float]) -> LaunchResult:
-        why = self.off or self._why_fresh(argv, env, cwd, lane)
+             timeout: Optional[float], lane: int, asked: Tuple[float, float],
+             busy: Optional[str]) -> LaunchResult:
+        why = self.off or busy or self._why_fresh(argv, env, cwd, lane)
         waited = time.perf_counter() - asked[0]
         if why is None:
             server = self._lanes[lane]
@@ -244,7 +159,7 @@ class PreloadedLauncher:
             # preload torch alone
             self.dropped = str(hello["problem"])
             server.close()
-            server = self._lanes[lane] = _Lane(*server.args, bare=True,
+            server = self._lanes[lane] = Lane(*server.args, bare=True,
                                                bytecode=server.bytecode)
             hello = server.ready()
         if hello.get("problem"):
@@ -253,7 +168,7 @@ class PreloadedLauncher:
         return differs_at_import(server.env, env, hello.get("reads") or {},
                                  hello.get("readers") or {}, hello.get("copies") or [])
 
-    def _fork(self, server: _Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
+    def _fork(self, server: Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
               log_path: Path, timeout: Optional[float], asked: Tuple[float, float]) -> Any:
         t0, started_at = asked
         deadline = None if timeout is None else time.perf_counter() + timeout
@@ -264,7 +179,7 @@ class PreloadedLauncher:
         with CappedLog(log_path):
             return self._forked(server, argv, env, cwd, log_path, deadline, t0, started_at)
 
-    def _forked(self, server: _Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
+    def _forked(self, server: Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
                 log_path: Path, deadline: Optional[float], t0: float, started_at: float) -> Any:
         try:
             server.send({"argv": list(argv), "env": dict(env), "cwd": cwd, "log": str(log_path)})
@@ -302,7 +217,7 @@ class PreloadedLauncher:
                             time.time(), round(int(done["maxrss_kb"]) / 1024, 1), forked=True,
                             leftovers=[str(x) for x in done.get("leftovers") or []])
 
-    def _wait(self, server: _Lane, deadline: Optional[float],
+    def _wait(self, server: Lane, deadline: Optional[float],
               imports: Optional[Path]) -> Optional[Dict[str, Any]]:
         """The phase's exit status (None: the deadline passed or the server is gone).
         Meanwhile, the installed modules that the phase says it imported lazily (its

@@ -1,0 +1,116 @@
+"""One preloaded interpreter (forkserver.py) as the controller holds it: its process,
+started with its own temp and cache dirs, and the pipes of its line protocol (hello,
+preload, fork, exit status). `preloaded.PreloadedLauncher` decides which lane serves a
+phase; a lane serves one at a time, and another phase's thread may send it a preload.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any, Dict, Mapping, Optional, Sequence
+
+from pytest_compilecache.launch.descendants import kill_below
+from pytest_compilecache.launch.phaselog import read_end
+from pytest_compilecache.lifetime import child_preexec
+
+# what each interpreter keeps in its own dir: whatever its imports write
+PHASE_OWN = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR")
+START_TIMEOUT_S = 600.0
+
+
+class Lane:
+    """One preloaded interpreter (forkserver.py) and its pipes."""
+
+    def __init__(self, env: Mapping[str, str], cwd: str, home: Path, index: int,
+                 extras: Sequence[str] = (), bare: bool = False,
+                 bytecode: Optional[Path] = None) -> None:
+        own = Path(tempfile.mkdtemp(prefix=f"lane{index}-", dir=home))
+        self.args = (env, cwd, home, index)
+        self.bytecode = bytecode
+        self.env = dict(env)
+        for k in PHASE_OWN:  # whatever the preload writes stays in its own dir
+            self.env[k] = str(own)
+        self.log = own / "server.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest_compilecache.launch.forkserver", str(self.log)]
+            + (["--bare"] if bare else [])
+            + (["--bytecode", str(bytecode)] if bytecode is not None else []),
+            env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
+        self.hello: Optional[Dict[str, Any]] = None
+        self.pending = 0  # preload requests whose hello is still to be read
+        # the phase's thread reads; another phase's thread may send it a preload
+        self.lock = threading.RLock()
+        self.gone = False  # its pipe closed
+        if extras:
+            self.preload(extras)
+
+    def preload(self, modules: Sequence[str]) -> None:
+        """Queued: the server reads it once its own imports are done."""
+        with self.lock:
+            self.send({"preload": list(modules)})
+            self.pending += 1
+
+    def ready(self) -> Dict[str, Any]:
+        """The latest hello: after the imports and every preload sent so far."""
+        while self.hello is None or self.pending:
+            if self.hello is not None:
+                with self.lock:
+                    self.pending -= 1
+            got = self.receive(time.perf_counter() + START_TIMEOUT_S)
+            if got is None:
+                self.hello, self.pending = {"problem": "the preloaded interpreter did not "
+                                            "start: " + self._log_tail()}, 0
+                break
+            self.hello = got
+        return self.hello
+
+    def receive(self, deadline: Optional[float]) -> Optional[Dict[str, Any]]:
+        """The next message; None when the server is gone (`gone`) or the deadline passed."""
+        out: IO[bytes] = self.proc.stdout  # type: ignore[assignment]
+        wait = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        if not select.select([out], [], [], wait)[0]:
+            return None
+        line = out.readline()
+        if not line:
+            self.gone = True
+        return json.loads(line) if line else None
+
+    def send(self, msg: Dict[str, Any]) -> None:
+        stdin: IO[bytes] = self.proc.stdin  # type: ignore[assignment]
+        with self.lock:  # a line at a time
+            stdin.write((json.dumps(msg) + "\n").encode())
+            stdin.flush()
+
+    def _log_tail(self) -> str:
+        try:
+            return " | ".join(read_end(self.log, 8192).strip().splitlines()[-5:]) \
+                if self.log.exists() else "(no log)"
+        except OSError:
+            return "(no log)"
+
+    def close(self) -> None:
+        """It exits when its stdin closes; one busy importing a preload is killed (it
+        holds nothing to save)."""
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=1)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        kill_below(self.proc.pid)  # what an interrupted phase left, in a session of its own
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        if self.proc.stdout:  # under -W error an unclosed pipe fails the user's session
+            self.proc.stdout.close()
