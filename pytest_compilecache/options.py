@@ -233,7 +233,8 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "GPUs the checks run on: auto (CUDA_VISIBLE_DEVICES, else every GPU; CUDA is never "
      "initialised to find them) or a list such as 0,1,3"),
     ("jobs-per-gpu", "string", "2", parse_jobs,
-     "concurrent checks per GPU (compiles are mostly CPU work: on 2 H200s, 2 per GPU "
+     "concurrent checks per GPU, under xdist, and recordings per GPU in a keys-only or "
+     "manifest-only session (compiles are mostly CPU work: on 2 H200s, 2 per GPU "
      "ran 8 models in 127 s against 213 s with 1; lower it for models that fill a GPU)"),
     ("lock-dir", "string", None, str,
      "directory of the device-slot locks; share it between sessions on one host (default: "
@@ -278,11 +279,13 @@ _FLAGS = (
                      "untrusted source"),
     ("repeat", "run a second cold compile in a relocated cache root and working directory "
                "and fail on any cache-key difference (a nondeterministic key)"),
-    ("manifest-only", "record the key manifests from cold runs only: no warm run, no verdict"),
+    ("manifest-only", "record the key manifests from cold runs only: no warm run, no "
+                      "verdict; the recordings run side by side, one per device slot"),
     ("keys-only", "record the key manifests from cold runs stopped once their keys are "
                   "computed, before Inductor's code generation, kernel compiles and "
                   "autotuning (the model then runs uncompiled): the keys of a full cold run "
-                  "in a fraction of its time; no warm run, no verdict. Where torch cannot "
+                  "in a fraction of its time; no warm run, no verdict; the recordings run "
+                  "side by side, one per device slot. Where torch cannot "
                   "stop there, the check says so and compiles in full"),
     ("share-variants", "also run the variants of each test function (its parametrized "
                        "instances) over one cache they share, one after another, as a service "
