@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
 import pytest
 
 from fakes import MARKED, Reply, SessionReplay, UseLauncher, load_record
+from pytest_compilecache.launch.descendants import side_by_side
 from pytest_compilecache.launch.launcher import SubprocessLauncher
 from pytest_compilecache.launch.preloaded import PreloadedLauncher
 
@@ -96,7 +99,8 @@ def test_recordings_run_side_by_side_and_are_reported_in_order(
 def test_a_session_that_stops_early_leaves_no_root_of_checks_it_never_reported(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, in_process: None) -> None:
     """-x: the first check's phase crashes; the checks recorded or queued beside it are
-    reported as not run, and their roots go; the failed check keeps its own."""
+    not reported, as pytest ran none of them, and their roots go; the failed check keeps
+    its own."""
     records = [load_record(c) for c in CASES]
     launcher = AtOnce(records, 2)
     first = sorted(r["nodeid"] for r in records)[0]  # pytest runs it first
@@ -104,7 +108,8 @@ def test_a_session_that_stops_early_leaves_no_root_of_checks_it_never_reported(
     result = _session(pytester, monkeypatch, launcher, "--compile-cache-keys-only", "-x")
     result.assert_outcomes(failed=1)
     report = json.loads((pytester.path / "report.json").read_text())
-    assert [c["verdict"] for c in report["checks"]][:1] == ["error"]
+    # as in a session one phase at a time: -x reports the checks pytest ran
+    assert [(c["nodeid"], c["verdict"]) for c in report["checks"]] == [(first, "error")]
     assert launcher.closed
     kept = list((pytester.path / "roots").glob("compilecache-*"))
     assert len(kept) == 1 and report["checks"][0]["cache_root"] == str(kept[0])
@@ -112,27 +117,61 @@ def test_a_session_that_stops_early_leaves_no_root_of_checks_it_never_reported(
 
 # -- the launchers under phases side by side (real processes, no torch) -------------------
 
-def _side_by_side(launcher: Any, tmp_path: Path, first_s: float, then_s: float) -> Dict[str, Any]:
-    """`first` starts, `then` starts 0.3 s later on the same lane; their LaunchResults."""
+def _side_by_side(launcher: Any, tmp_path: Path, first: str, then: str,
+                  running: Callable[[], bool]) -> Dict[str, Any]:
+    """Python code `first` runs, and once `running()` says it does, `then` runs beside
+    it on the same lane; their LaunchResults."""
     got: Dict[str, Any] = {}
 
-    def run(name: str, seconds: float) -> None:
-        got[name] = launcher.run(["-c", f"import time; time.sleep({seconds})"], dict(os.environ),
-                                 str(tmp_path), tmp_path / f"{name}.log", 60, lane=0)
-    first = threading.Thread(target=run, args=("first", first_s))
-    first.start()
-    time.sleep(0.3)
-    run("then", then_s)
-    first.join()
+    def run(name: str, code: str) -> None:
+        got[name] = launcher.run(["-c", code], dict(os.environ), str(tmp_path),
+                                 tmp_path / f"{name}.log", 60, lane=0)
+    thread = threading.Thread(target=run, args=("first", first))
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not running() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    run("then", then)
+    thread.join()
     return got
+
+
+SLEEP = "import time; time.sleep({})"
+# a phase that leaves a daemon behind, in a session of its own, and ends
+DAEMON = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+          "'import time; time.sleep(60)'], start_new_session=True)")
 
 
 def test_a_phase_that_ends_beside_another_leaves_it_running(tmp_path: Path) -> None:
     """Fresh interpreters: the first phase's end ends what it left behind, never the
     phase started beside it (a child of the same controller)."""
-    got = _side_by_side(SubprocessLauncher(), tmp_path, 0.5, 1.5)
+    launcher = SubprocessLauncher()
+    got = _side_by_side(launcher, tmp_path, SLEEP.format(0.5), SLEEP.format(1.5),
+                        lambda: bool(launcher._running))
     assert (got["first"].returncode, got["then"].returncode) == (0, 0)
     assert got["first"].leftovers == [] and got["then"].leftovers == []
+
+
+def test_beside_other_phases_a_phase_ends_only_what_carries_its_mark(tmp_path: Path) -> None:
+    """While phases run side by side the controller starts other things meanwhile (git,
+    a baseline's recording): a phase's end kills the daemon it left (its environment
+    carries the phase's mark), never a process the controller started meanwhile."""
+    launcher = SubprocessLauncher()
+    meanwhile: List[subprocess.Popen] = []
+
+    def start_meanwhile() -> bool:
+        if launcher._running and not meanwhile:
+            meanwhile.append(subprocess.Popen([sys.executable, "-c", SLEEP.format(60)]))
+        return bool(meanwhile)
+    with side_by_side():
+        got = _side_by_side(launcher, tmp_path, DAEMON + "; " + SLEEP.format(1), SLEEP.format(0),
+                            start_meanwhile)
+    try:
+        assert meanwhile[0].poll() is None, "the controller's own process was killed"
+        assert len(got["first"].leftovers) == 1 and "sleep(60)" in got["first"].leftovers[0]
+    finally:
+        meanwhile[0].kill()
+        meanwhile[0].wait()
 
 
 def test_a_phase_asking_for_a_lane_another_phase_holds_runs_fresh(tmp_path: Path) -> None:
@@ -140,7 +179,8 @@ def test_a_phase_asking_for_a_lane_another_phase_holds_runs_fresh(tmp_path: Path
     lane meanwhile runs fresh, and says why."""
     launcher = PreloadedLauncher()
     try:
-        got = _side_by_side(launcher, tmp_path, 1.5, 0.1)
+        got = _side_by_side(launcher, tmp_path, SLEEP.format(1.5), SLEEP.format(0),
+                            lambda: 0 in launcher._busy and launcher._busy[0].locked())
     finally:
         launcher.close()
     assert (got["first"].returncode, got["then"].returncode) == (0, 0)

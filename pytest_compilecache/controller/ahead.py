@@ -13,10 +13,12 @@ a time.
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import queue
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from pytest_compilecache.controller.check import CheckRun
+from pytest_compilecache.launch.descendants import side_by_side
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.paths.base import WarmStartPath
 
@@ -29,6 +31,12 @@ class Ahead:
     def __init__(self, session: Any, runs: Sequence[CheckRun], width: int) -> None:
         self.session = session
         self.width = width
+        self._side_by_side = side_by_side()  # what a phase left is told by its mark
+        self._side_by_side.__enter__()
+        self._waited: List[CheckRun] = []  # runs whose wait an interrupt broke off
+        environ = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+        for run in runs:
+            run.environ = environ
         self._lanes: "queue.Queue[int]" = queue.Queue()
         for lane in range(width):  # the cold phase of a run on lane k forks from interpreter k
             self._lanes.put(lane)
@@ -48,7 +56,8 @@ class Ahead:
             return None
         items = list(getattr(item.session, "items", None) or [item])
         later = items[items.index(item):] if item in items else [item]
-        return cls.start(session, [i for i in later if isinstance(i, CheckItem)],
+        return cls.start(session, [i for i in later if isinstance(i, CheckItem)
+                                   and (i is item or not _skipped(i))],
                          session.warm_start_paths)
 
     @classmethod
@@ -87,24 +96,43 @@ class Ahead:
         run, future = got
 
         def wait() -> CheckResult:
-            with self.session.progress.step("cold phase (started beside the others)"):
-                return future.result()
+            try:
+                with self.session.progress.step("cold phase (started beside the others)"):
+                    return future.result()
+            except KeyboardInterrupt:  # its phase goes on until the launcher's close
+                self._waited.append(run)
+                raise
         return run, wait
 
     def cancel(self) -> None:
-        """The runs not started yet never start (a session that stops early: -x, an
-        interrupt); the launcher's close ends those running."""
+        """The runs not started yet never start, a wait for a slot ends (a session that
+        stops early: -x, an interrupt); the launcher's close ends the phases running."""
         for _, future in self._runs.values():
             future.cancel()
+        self.session.slot_pool().stopped = True
 
     def close(self) -> None:
-        """After the launcher's close: the threads end; the roots of runs no item took
-        go (their checks are reported as not run), unless --compile-cache-keep."""
+        """After the launcher's close (the threads outlive the lanes a thread started):
+        the threads end; the roots of runs no item took, or whose wait an interrupt broke
+        off, go (their checks are reported as not run), unless --compile-cache-keep."""
         self.cancel()
         self._pool.shutdown(wait=True)
-        untaken: List[CheckRun] = [run for run, _ in self._runs.values()]
+        self._side_by_side.__exit__(None, None, None)
+        left = [run for run, _ in self._runs.values()] + self._waited
         self._runs.clear()
         if not self.session.settings.keep:
-            for run in untaken:
+            for run in left:
                 for root in run.roots:
                     root.remove()
+
+
+def _skipped(item: Any) -> bool:
+    """Whether pytest will skip it at setup (skip, skipif, xfail(run=False)): its phases
+    must not run. Where pytest's own evaluation is not at hand, not skipped."""
+    try:
+        from _pytest.skipping import evaluate_skip_marks, evaluate_xfail_marks
+
+        xfail = evaluate_xfail_marks(item)
+        return evaluate_skip_marks(item) is not None or (xfail is not None and not xfail.run)
+    except Exception:  # a condition that raises is pytest's to report, at setup
+        return False

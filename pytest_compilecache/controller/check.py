@@ -9,10 +9,9 @@ import contextlib
 import errno
 import json
 import os
-import shutil
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.controller import diskspace, stored
@@ -80,6 +79,9 @@ class CheckRun:
         # the preloaded interpreter its cold phase forks from; its others fork from the
         # next (controller/ahead.py gives the runs it starts side by side one each)
         self.lane = 0
+        # what its phases' environments start from: the controller's (ahead.py hands the
+        # runs it starts a copy: pytest's own thread changes PYTEST_CURRENT_TEST meanwhile)
+        self.environ: Mapping[str, str] = os.environ
 
     def run(self, ran: Optional[Callable[[], CheckResult]] = None) -> CheckResult:
         """`ran`: the wait for its phases, where they were started ahead (ahead.py)."""
@@ -113,7 +115,7 @@ class CheckRun:
 
         by = lifetime.received or "KeyboardInterrupt"
         done = [f"{p} ({self.timings[f'{p}_process_s']:.1f} s)" if
-                self.timings.get(f"{p}_process_s") is not None else p for p in self.recs]
+                self.timings.get(f"{p}_process_s") is not None else p for p in list(self.recs)]
         what = (f"the session was interrupted ({by}) during this check's {self.phase_now} "
                 f"phase" if self.phase_now else f"the session was interrupted ({by}) as this "
                                                 f"check started")
@@ -157,11 +159,13 @@ class CheckRun:
                 shared = self.session.shared_root(nodeid)
                 if shared is None:  # no other variant of its function in the session
                     break
-                rec, failure = self._shared_turn(shared, plan, env_extra)
+                from pytest_compilecache.controller.variants import take_turn
+
+                rec, failure = take_turn(self, shared, plan, env_extra)
                 where = root  # its files were moved into the check's own root
             else:
                 rec, failure = self.run_phase(where, phase, tree=tree,
-                                              extra=self._extra(plan, where),
+                                              extra=self.extra(plan, where),
                                               env_extra=env_extra)
             if failure is not None or rec is None:  # a phase with no record has failed
                 result = self.path.failed(phase, rec or PhaseRecord(), failure or error_result(
@@ -185,7 +189,7 @@ class CheckRun:
                 self.snaps[phase] = fs.snapshot(where.watched)
             if not self.path.goes_on(rec):
                 break
-            if i == 0:  # what the first phase built, before anything reads it
+            if i == 0 and len(self.path.phases) > 1:  # what it built, before a phase reads it
                 self.item.ihook.pytest_compilecache_between_phases(item=self.item,
                                                                    cache_root=root.path)
                 self.damage = fs.damaged(self.snaps[phase], fs.snapshot(root.watched))
@@ -196,32 +200,7 @@ class CheckRun:
         self.session.timeline.mark("judged")
         return result
 
-    def _shared_turn(self, shared: Any, plan: PhasePlan, env_extra: Dict[str, str]
-                     ) -> Tuple[Optional[PhaseRecord], Optional[CheckResult]]:
-        """This variant's turn over the cache its function's variants share (one at a
-        time): run the phase there, enter what it wrote in the root's ledger, and give
-        its record what the ledger said of the others' entries before it. Its files
-        (spec, record, log) go to the check's own root, kept with it."""
-        from pytest_compilecache.controller.variants import Variant, seen_by
-
-        me = Variant(self.item.nodeid, getattr(self.item, "params_id", ""),
-                     getattr(self.item, "params", {}))
-        with shared.turn():
-            before = shared.written()
-            rec, failure = self.run_phase(shared.root, plan.name,
-                                          extra=self._extra(plan, shared.root),
-                                          env_extra=env_extra)
-            if rec is not None:  # the ledger is JSON: what the turn wrote, passed on as written
-                rec.variants = rec.raw["variants"] = seen_by(before, rec.raw, me)
-                shared.record(me, rec.raw)
-            for name in (f"{plan.name}-spec.json", f"{plan.name}.json", f"{plan.name}.log"):
-                with contextlib.suppress(OSError):
-                    shutil.move(str(shared.root.phases / name), str(self.roots[0].phases / name))
-            shutil.rmtree(shared.root.phases / f"basetemp-{plan.name}", ignore_errors=True)
-        self.shared_root = shared.root.path
-        return rec, failure
-
-    def _extra(self, plan: PhasePlan, where: CacheRoot) -> PhaseSpec:
+    def extra(self, plan: PhasePlan, where: CacheRoot) -> PhaseSpec:
         """What a phase's spec carries for its path (its artifact, the outputs it keeps)."""
         root = self.roots[0]
         extra: PhaseSpec = {
@@ -375,8 +354,8 @@ class CheckRun:
                 "tolerance": s.warm_tolerance, "eager_tolerance": s.eager_tolerance,
                 "cold_outputs": str(root.phases / "cold-outputs.pt"),
                 "launcher_pid": os.getpid(), **(extra or {})}
-        job, spec["job_id_source"] = resolve_job_id(s.job_id, self.item.nodeid, os.environ)
-        env = phase_env(os.environ, root, s.threads, spec_path, job)
+        job, spec["job_id_source"] = resolve_job_id(s.job_id, self.item.nodeid, self.environ)
+        env = phase_env(self.environ, root, s.threads, spec_path, job)
         env.update(env_extra or {})
         if phase != "warm" or "stored" in self.launches.values():
             # and a warm phase over a cold one restored from the store: that one's headers

@@ -149,6 +149,7 @@ class SlotPool:
         self.say = say
         self.poll_s = poll_s
         self.report_after_s = report_after_s
+        self.stopped = False  # the session is ending: a wait for a slot ends (ahead.py)
 
     def _path(self, slot: Slot) -> Path:
         return self.lock_dir / f"slot-{slot.name.replace('#', '-')}.lock"
@@ -189,6 +190,8 @@ class SlotPool:
                     lock.release()
                 return
             now = time.monotonic()
+            if self.stopped:
+                raise LeaseTimeout(f"the session ended before a device slot came free for {who}")
             if now - start > self.timeout:
                 raise LeaseTimeout(
                     f"no device slot came free in {self.timeout:.0f} s for {who} (slots: "

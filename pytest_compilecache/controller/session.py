@@ -55,7 +55,7 @@ class CompileCacheSession:
             PreloadedLauncher(LauncherState.chosen(settings.launcher_state, str(config.rootpath)))
             if settings.launcher == "preloaded" else SubprocessLauncher())
         self._times: Optional[Dict[str, float]] = None  # check_times(), read once
-        self.ahead: Any = False  # the recordings run side by side: not yet asked (ahead.py)
+        self.ahead: Any = False  # ahead.Ahead, None: none run side by side; False: not asked
         self.said_dropped = False  # the launcher's missing preload is said once per session
         self.history = KeyHistory(config, settings)
         self.owned_pch_dir: Optional[Path] = None  # made by this controller; removed at the end

@@ -17,10 +17,11 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from pytest_compilecache import jsonfile
 from pytest_compilecache.files import write_json_atomic
@@ -172,3 +173,26 @@ def groups_of(nodeids: List[str]) -> Dict[str, int]:
     for n in nodeids:
         out[group_of(n)] = out.get(group_of(n), 0) + 1
     return out
+
+
+def take_turn(run: Any, shared: Any, plan: Any, env_extra: Dict[str, str]) -> Tuple[Any, Any]:
+    """This variant's turn over the cache its function's variants share (one at a
+    time): run the phase there, enter what it wrote in the root's ledger, and give
+    its record what the ledger said of the others' entries before it. Its files
+    (spec, record, log) go to the check's own root, kept with it."""
+    me = Variant(run.item.nodeid, getattr(run.item, "params_id", ""),
+                 getattr(run.item, "params", {}))
+    with shared.turn():
+        before = shared.written()
+        rec, failure = run.run_phase(shared.root, plan.name, extra=run.extra(plan, shared.root),
+                                     env_extra=env_extra)
+        if rec is not None:  # the ledger is JSON: what the turn wrote, passed on as written
+            rec.variants = rec.raw["variants"] = seen_by(before, rec.raw, me)
+            shared.record(me, rec.raw)
+        for name in (f"{plan.name}-spec.json", f"{plan.name}.json", f"{plan.name}.log"):
+            with contextlib.suppress(OSError):
+                shutil.move(str(shared.root.phases / name), str(run.roots[0].phases / name))
+        shutil.rmtree(shared.root.phases / f"basetemp-{plan.name}", ignore_errors=True)
+    run.shared_root = shared.root.path
+    return rec, failure
+

@@ -10,7 +10,8 @@ process group kill still applies).
 
 The controller may be the user's pytest or an xdist worker, with children of its own:
 there only children that appeared while the phase ran (the phase's re-parented orphans)
-and what is below them are the phase's. The preloaded interpreter (forkserver.py) only
+and what is below them are the phase's; while phases run side by side, only those that
+carry its mark (`Contained`). The preloaded interpreter (forkserver.py) only
 forks phases, one at a time: everything below it after a phase is that phase's.
 What was left outside the phase's process group is named (`leftovers_note`); the
 group's own (compile workers still exiting) is expected and ended without a word.
@@ -18,11 +19,13 @@ No pytest, no torch.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+import threading
 import time
-from typing import Collection, Dict, List, Optional
+from typing import Collection, Dict, Iterator, List, Optional
 
 from pytest_compilecache.proc import below, children, describe, kids_of, subtrees, table
 
@@ -54,16 +57,18 @@ def subreaper(on: bool) -> bool:
 
 
 def end_below(me: int, group: int, before: Collection[int] = (),
-              timeout: float = 5.0) -> List[str]:
+              timeout: float = 5.0, mark: Optional[str] = None) -> List[str]:
     """Kill and reap every process below `me` but the subtrees of `before` (its children
-    from before the phase). Returns those outside the phase's process group `group`,
-    described, as they were found alive."""
+    from before the phase) and, given a `mark`, of children that do not carry it.
+    Returns those outside the phase's process group `group`, described, as they were
+    found alive."""
     said: Dict[int, str] = {}
     end_at = time.monotonic() + timeout
     while True:
         procs = table()
         kids = kids_of(procs)
-        roots = [p for p in kids.get(me, []) if p not in before]
+        roots = [p for p in kids.get(me, []) if p not in before
+                 and (mark is None or carries(p, mark))]
         found = subtrees(roots, kids)
         for pid in found:
             if procs[pid].state == "Z":
@@ -97,29 +102,69 @@ def kill_below(pid: int) -> None:
 class Contained:
     """In the controller, around one phase: its orphans come to this process; `end`
     kills them once the phase is over. Where this process is no subreaper, and cannot
-    become one, `end` finds nothing."""
+    become one, `end` finds nothing.
 
-    def __init__(self, was: Optional[bool] = None) -> None:
-        """`was`: whether this process was a subreaper before any of the phases that
-        run side by side started (the launcher knows; default: now)."""
+    The subreaper setting is the process's: on while any phase runs, back as it was once
+    the last has ended. While phases run side by side (`side_by_side`: ahead.py), this
+    process starts other things meanwhile (another phase, a baseline's recording, git),
+    so what a phase left is told by its `mark` (the `PHASE_ENV=...` entry every process
+    it starts inherits), not by having appeared while it ran; the phases still running
+    are spared either way."""
+
+    _lock = threading.Lock()
+    _running: Dict[int, "Contained"] = {}  # by id: the phases between start and end
+    _was = False  # whether this process was a subreaper before the first of them
+    _side_by_side = 0
+
+    def __init__(self, mark: Optional[str] = None) -> None:
         self.me = os.getpid()
-        if was is None:
-            was = is_subreaper() if sys.platform.startswith("linux") else False
-        self.was = was
-        self.on = self.was or subreaper(True)
-        self.before = set(children(self.me)) if self.on else set()
+        self.mark = mark
+        self.pid: Optional[int] = None  # the phase's process, once started
+        with Contained._lock:
+            if not Contained._running:
+                Contained._was = is_subreaper() if sys.platform.startswith("linux") else False
+            self.on = Contained._was or subreaper(True)
+            Contained._running[id(self)] = self
+            self.before = set(children(self.me)) if self.on else set()
 
-    def end(self, phase_pid: int, others: Collection[int] = ()) -> List[str]:
-        """The phase (its own process, `phase_pid`, reaped already) is over; `others`:
-        the phases still running beside it, spared (they stay contained)."""
-        if not self.on:
-            return []
-        try:
-            return end_below(self.me, phase_pid, self.before | {phase_pid, *others})
-        finally:
-            if not self.was and not others:
-                subreaper(False)
-            self.on = False
+    def end(self, phase_pid: int) -> List[str]:
+        """The phase (its own process, `phase_pid`, reaped already) is over."""
+        with Contained._lock:
+            if id(self) not in Contained._running:
+                return []
+            try:
+                if not self.on:
+                    return []
+                others = [c for c in Contained._running.values() if c is not self]
+                by_mark = bool(others or Contained._side_by_side)
+                return end_below(self.me, phase_pid, self.before | {phase_pid} | {
+                    c.pid for c in others if c.pid}, mark=self.mark if by_mark else None)
+            finally:
+                del Contained._running[id(self)]
+                if not Contained._running and not Contained._was:
+                    subreaper(False)
+
+
+@contextlib.contextmanager
+def side_by_side() -> Iterator[None]:
+    """Phases may run side by side meanwhile: what each left is told by its mark."""
+    with Contained._lock:
+        Contained._side_by_side += 1
+    try:
+        yield
+    finally:
+        with Contained._lock:
+            Contained._side_by_side -= 1
+
+
+def carries(pid: int, mark: str) -> bool:
+    """Whether process `pid`'s environment holds `mark` (`NAME=value`), as it started."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read(4 << 20)
+    except OSError:
+        return False
+    return mark.encode() in environ.split(b"\0")
 
 
 def leftovers_note(phase: str, leftovers: List[str]) -> str:

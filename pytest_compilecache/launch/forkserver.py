@@ -273,15 +273,17 @@ def main(argv: List[str]) -> None:
     def say(msg: Dict[str, Any]) -> None:
         replies.write((json.dumps(msg) + "\n").encode())
 
+    hello = state.hello()
     say({"ready": True, "pid": os.getpid(), "import_s": round(time.perf_counter() - t0, 3),
-         **state.hello()})
+         **hello})
     for line in requests:
         req = json.loads(line)
         if "preload" in req:  # then say again what may differ, and whether forks are safe
             state.mark("preload asked")
             state.more(req["preload"])
             state.mark("preload done")
-            say(state.hello())
+            hello = state.hello()
+            say(hello)
             continue
         sys.stdout.flush()
         sys.stderr.flush()
@@ -289,7 +291,9 @@ def main(argv: List[str]) -> None:
         if pid == 0:
             requests.close()
             replies.close()
-            _become_phase(req, state, base_path, own)
+            # a preload may have made forking unsafe after the launcher last asked: the
+            # phase then vetoes itself, and runs fresh
+            _become_phase(req, state, base_path, own, hello.get("problem"))
         say({"pid": pid})
         _, status, usage = os.wait4(pid, 0)
         left = end_below(os.getpid(), pid)
@@ -302,7 +306,7 @@ def main(argv: List[str]) -> None:
 
 
 def _become_phase(req: Dict[str, Any], state: Preloaded, base_path: List[str],
-                  own_pythonpath: List[str]) -> None:
+                  own_pythonpath: List[str], problem: Optional[str] = None) -> None:
     """In the forked child: become `python -m pytest ARGS` started in `cwd` with `env`."""
     code = 70
     try:
@@ -313,6 +317,7 @@ def _become_phase(req: Dict[str, Any], state: Preloaded, base_path: List[str],
             os._exit(code)
         _take_phase(req, state, server)
         path, veto = _phase_sys_path(req["env"], state, base_path, own_pythonpath)
+        veto = problem or veto
         if veto:
             print(f"{VETO}: {veto}", flush=True)
             os._exit(VETO_STATUS)

@@ -54,10 +54,20 @@ class Lane:
             self.preload(extras)
 
     def preload(self, modules: Sequence[str]) -> None:
-        """Queued: the server reads it once its own imports are done."""
+        """Queued: the server reads it once its own imports are done (or its phase has
+        ended). A lane already closed (replaced by a bare one) is left as it is."""
         with self.lock:
-            self.send({"preload": list(modules)})
+            try:
+                self.send({"preload": list(modules)})
+            except (OSError, ValueError):
+                return
             self.pending += 1
+
+    def took(self, hello: Dict[str, Any]) -> None:
+        """A preload's hello, read where the next message was awaited."""
+        with self.lock:
+            self.hello = hello
+            self.pending = max(0, self.pending - 1)
 
     def ready(self) -> Dict[str, Any]:
         """The latest hello: after the imports and every preload sent so far."""

@@ -94,12 +94,15 @@ class SubprocessLauncher:
     def __init__(self) -> None:
         self._running: Set["subprocess.Popen[bytes]"] = set()  # phases side by side: ahead.py
         self._lock = threading.Lock()
-        self._was_subreaper: Optional[bool] = None  # before the first of those running
+        self.closed = False
 
     def close(self) -> None:
-        """Ends the phases still running (a session that stopped early); their runs
-        see them end."""
-        for proc in list(self._running):
+        """Ends the phases still running (a session that stopped early: their runs see
+        them end) and starts no more."""
+        with self._lock:
+            self.closed = True
+            running = list(self._running)
+        for proc in running:
             _kill_group(proc, only_leftovers=True)
 
     def preload(self, modules: Sequence[str]) -> None:
@@ -112,23 +115,23 @@ class SubprocessLauncher:
             timeout: Optional[float], lane: int = 0) -> LaunchResult:
         t0, started_at = time.perf_counter(), time.time()
         env = marked(env, argv, log_path)
-        with self._lock:  # what the phase orphans comes here, to be ended after it
-            if not self._running:
-                self._was_subreaper = None
-            contained = Contained(self._was_subreaper)
-            self._was_subreaper = contained.was
-        log = open_log(log_path)
-        try:
-            proc = subprocess.Popen([sys.executable, *argv], env=dict(env), cwd=cwd,
-                                    stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True,
-                                    preexec_fn=child_preexec)
-        except BaseException:
-            contained.end(-1, self._others())
-            raise
-        finally:
-            os.close(log)
-        with self._lock:
+        with self._lock:  # started, or not at all once closed
+            if self.closed:
+                return LaunchResult(None, False, 0.0, log_path, started_at, time.time())
+            # what the phase orphans comes here, to be ended after it
+            contained = Contained(f"{PHASE_ENV}={env[PHASE_ENV]}")
+            log = open_log(log_path)
+            try:
+                proc = subprocess.Popen([sys.executable, *argv], env=dict(env), cwd=cwd,
+                                        stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                        preexec_fn=child_preexec)
+            except BaseException:
+                contained.end(-1)
+                raise
+            finally:
+                os.close(log)
+            contained.pid = proc.pid
             self._running.add(proc)
         timed_out = False
         try:
@@ -144,18 +147,13 @@ class SubprocessLauncher:
                     raise
                 # grandchildren (compile workers) may outlive a child that exited normally
                 _kill_group(proc, only_leftovers=True)
-                left = contained.end(proc.pid, self._others(proc))
-        finally:  # after an interrupt: nothing more to say, end them
+                left = contained.end(proc.pid)
+        finally:
+            contained.end(proc.pid)  # after an interrupt: nothing more to say, end them
             with self._lock:
-                contained.end(proc.pid, self._others(proc))
                 self._running.discard(proc)
         return LaunchResult(proc.returncode, timed_out, time.perf_counter() - t0, log_path,
                             started_at, time.time(), peak, leftovers=left)
-
-
-    def _others(self, proc: Any = None) -> Set[int]:
-        """The phases running beside this one: their processes stay."""
-        return {p.pid for p in list(self._running) if p is not proc}
 
 
 def marked(env: Mapping[str, str], argv: Sequence[str], log_path: Path) -> Dict[str, str]:

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV, OWNED
 from pytest_compilecache.launch.descendants import kill_below
 from pytest_compilecache.launch.forkserver import VETO, VETO_STATUS
-from pytest_compilecache.launch.lane import Lane
+from pytest_compilecache.launch.lane import START_TIMEOUT_S, Lane
 from pytest_compilecache.launch.launcher import (LaunchResult, SubprocessLauncher, marked)
 from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.leftovers import mark_owner
@@ -61,9 +61,8 @@ class PreloadedLauncher:
         self.width = self.LANES  # interpreters to start: widen()
         self._started: Optional[Tuple[Dict[str, str], str, Optional[Path]]] = None
         self._lock = threading.Lock()  # phases may run side by side, a lane each (widen)
-        self._forks: Set[int] = set()  # the threads whose phase runs now
+        self._in_run: Set[int] = set()  # the threads in run(): their phases, forked or fresh
         self._busy: Dict[int, threading.Lock] = {}  # by lane: held while it serves a phase
-        self._forks_done = threading.Condition(self._lock)
         self.closed = False
 
     def start(self, env: Mapping[str, str], cwd: str) -> None:
@@ -116,7 +115,7 @@ class PreloadedLauncher:
         with self._lock:
             if self.closed:  # a phase started side by side as the session ended: not run
                 return LaunchResult(None, False, 0.0, log_path, asked[1], time.time())
-            self._forks.add(threading.get_ident())
+            self._in_run.add(threading.get_ident())
             lane = lane if lane in self._lanes else lane % self.LANES
             busy = self._busy.setdefault(lane, threading.Lock())
         mine = busy.acquire(blocking=False)  # an interpreter serves one phase at a time
@@ -128,8 +127,7 @@ class PreloadedLauncher:
             if mine:
                 busy.release()
             with self._lock:
-                self._forks.discard(threading.get_ident())
-                self._forks_done.notify_all()
+                self._in_run.discard(threading.get_ident())
 
     def _run(self, argv: Sequence[str], env: Dict[str, str], cwd: str, log_path: Path,
              timeout: Optional[float], lane: int, asked: Tuple[float, float],
@@ -157,10 +155,13 @@ class PreloadedLauncher:
         if hello.get("problem") and (hello.get("extras") or hello.get("stack")):
             # the compile stack or an extra library touched CUDA or started threads:
             # preload torch alone
+            # (from a thread of ahead.py's, which outlives the launcher: the new child is
+            # told when the thread that started it ends)
             self.dropped = str(hello["problem"])
             server.close()
-            server = self._lanes[lane] = Lane(*server.args, bare=True,
-                                               bytecode=server.bytecode)
+            with self._lock:
+                server = self._lanes[lane] = Lane(*server.args, bare=True,
+                                                   bytecode=server.bytecode)
             hello = server.ready()
         if hello.get("problem"):
             self.off = str(hello["problem"])
@@ -181,9 +182,16 @@ class PreloadedLauncher:
 
     def _forked(self, server: Lane, argv: Sequence[str], env: Mapping[str, str], cwd: str,
                 log_path: Path, deadline: Optional[float], t0: float, started_at: float) -> Any:
+        if self.closed:  # the session ended while this phase waited for its interpreter
+            return "the session is over"
         try:
             server.send({"argv": list(argv), "env": dict(env), "cwd": cwd, "log": str(log_path)})
             got = server.receive(time.perf_counter() + 60)
+            while got is not None and "pid" not in got:
+                # the hello of a preload another phase's thread sent before this fork:
+                # the server answers in order (a fork it finds unsafe now is vetoed)
+                server.took(got)
+                got = server.receive(time.perf_counter() + START_TIMEOUT_S)
         except (OSError, ValueError):
             got = None
         if not got or "pid" not in got:
@@ -199,8 +207,9 @@ class PreloadedLauncher:
                 done = server.receive(time.perf_counter() + 30)
         except BaseException:  # KeyboardInterrupt: leave no compile workers behind
             _kill_pgid(pid)
-            self.off = "interrupted"
-            self.close()
+            if threading.current_thread() is threading.main_thread():  # not another's phases
+                self.off = "interrupted"
+                self.close()
             raise
         _kill_pgid(pid)  # grandchildren (compile workers) may outlive the phase
         if done is None:  # the server died: its phase got the parent-death signal
@@ -237,6 +246,10 @@ class PreloadedLauncher:
             if deadline is not None and time.perf_counter() >= deadline:
                 return None
 
+    def _running_beside(self, me: int) -> bool:
+        with self._lock:
+            return bool(self._in_run - {me})
+
     def _learn(self, imports: Path) -> bool:
         if not imports.exists():
             return False
@@ -254,12 +267,14 @@ class PreloadedLauncher:
             if self.closed:
                 return
             self.closed = True
-            others = lambda: self._forks - {threading.get_ident()}  # noqa: E731
-            if others():
-                for server in list(self._lanes.values()):
-                    kill_below(server.proc.pid)
-                self._forks_done.wait_for(lambda: not others(), timeout=30)
-        self.fresh.close()
+        self.fresh.close()  # its phases end, and it starts no more
+        me, started = threading.get_ident(), time.monotonic()
+        while self._running_beside(me) and time.monotonic() - started < 30:
+            for server in list(self._lanes.values()):
+                kill_below(server.proc.pid)  # the phase it serves, and what that left
+                if time.monotonic() - started > 3:  # still in its imports: the lane itself
+                    _kill_pgid(server.proc.pid)
+            time.sleep(0.05)
         if self.state is not None and self._lanes and self.off is None:
             # for the next session's interpreters to import as they start: what this
             # session preloaded (a phase does not say it imported what was preloaded
