@@ -186,3 +186,27 @@ def test_a_phase_asking_for_a_lane_another_phase_holds_runs_fresh(tmp_path: Path
     assert (got["first"].returncode, got["then"].returncode) == (0, 0)
     assert got["first"].fresh_because == "no fork here"  # not `-m pytest`: no lane started
     assert got["then"].fresh_because == "lane 0's preloaded interpreter is running another phase"
+
+
+@pytest.mark.parametrize("kind", [SubprocessLauncher, PreloadedLauncher])
+def test_a_launcher_closed_meanwhile_ends_its_phases_and_starts_no_more(
+        tmp_path: Path, kind: Any) -> None:
+    """A session that stops early closes its launcher with phases still running beside
+    (their threads wait on them): they end at once, and a phase asked for later is not
+    started (its check is not reported)."""
+    launcher = kind()
+    got: Dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: got.update(long=launcher.run(
+        ["-c", SLEEP.format(60)], dict(os.environ), str(tmp_path), tmp_path / "long.log", 120)))
+    thread.start()
+    fresh = getattr(launcher, "fresh", launcher)  # a preloaded one runs this one fresh
+    deadline = time.monotonic() + 30
+    while not fresh._running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    launcher.close()
+    thread.join(30)
+    assert not thread.is_alive() and time.monotonic() - started < 10
+    assert got["long"].returncode == -9
+    later = launcher.run(["-c", "pass"], dict(os.environ), str(tmp_path), tmp_path / "later.log", 60)
+    assert later.returncode is None and not (tmp_path / "later.log").exists()
