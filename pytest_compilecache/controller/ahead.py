@@ -114,7 +114,7 @@ class Ahead:
     def close(self) -> None:
         """After the launcher's close (the threads outlive the lanes a thread started):
         the threads end; the roots of runs no item took, or whose wait an interrupt broke
-        off, go (their checks are reported as not run), unless --compile-cache-keep."""
+        off, go (pytest reported no result of theirs), unless --compile-cache-keep."""
         self.cancel()
         self._pool.shutdown(wait=True)
         self._side_by_side.__exit__(None, None, None)
