@@ -18,6 +18,7 @@ import pytest
 
 from fakes import MARKED, Reply, SessionReplay, UseLauncher, load_record
 from pytest_compilecache.launch.descendants import side_by_side
+from pytest_compilecache.launch.lane import Lane
 from pytest_compilecache.launch.launcher import SubprocessLauncher
 from pytest_compilecache.launch.preloaded import PreloadedLauncher
 
@@ -210,3 +211,27 @@ def test_a_launcher_closed_meanwhile_ends_its_phases_and_starts_no_more(
     assert got["long"].returncode == -9
     later = launcher.run(["-c", "pass"], dict(os.environ), str(tmp_path), tmp_path / "later.log", 60)
     assert later.returncode is None and not (tmp_path / "later.log").exists()
+
+
+def test_a_preloads_hello_sent_before_a_fork_is_read_before_its_reply(tmp_path: Path) -> None:
+    """Another phase's thread may send a lane a preload between the lane's last hello
+    and its fork request: the interpreter answers in order, so the fork's reply comes
+    after that preload's hello, which is taken as the lane's hello (not as a broken
+    reply that would turn forking off)."""
+    phase = subprocess.Popen([sys.executable, "-c", SLEEP.format(30)], start_new_session=True)
+    hello = {"reads": {}, "problem": None, "marks": []}
+    replies = [hello, {"pid": phase.pid}, {"status": 0, "maxrss_kb": 2048, "leftovers": []}]
+    lane = Lane.__new__(Lane)  # its protocol, without an interpreter: the replies above
+    lane.lock, lane.hello, lane.pending, lane.gone = threading.RLock(), {"ready": True}, 1, False
+    lane.send = lambda msg: None  # type: ignore[method-assign]
+    lane.receive = lambda deadline: replies.pop(0) if replies else None  # type: ignore[method-assign]
+    launcher = PreloadedLauncher()
+    try:
+        got = launcher._forked(lane, ["-m", "pytest"], {}, str(tmp_path), tmp_path / "p.log",
+                               None, time.perf_counter(), time.time())
+    finally:
+        phase.kill()
+        phase.wait()
+    assert not isinstance(got, str), got
+    assert (got.returncode, got.forked, launcher.off) == (0, True, None)
+    assert (lane.hello, lane.pending) == (hello, 0)

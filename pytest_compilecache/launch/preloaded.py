@@ -186,7 +186,8 @@ class PreloadedLauncher:
             return "the session is over"
         try:
             server.send({"argv": list(argv), "env": dict(env), "cwd": cwd, "log": str(log_path)})
-            got = server.receive(time.perf_counter() + 60)
+            # a preload queued before it is imported first
+            got = server.receive(time.perf_counter() + (START_TIMEOUT_S if server.pending else 60))
             while got is not None and "pid" not in got:
                 # the hello of a preload another phase's thread sent before this fork:
                 # the server answers in order (a fork it finds unsafe now is vetoed)
