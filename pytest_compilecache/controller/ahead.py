@@ -97,7 +97,7 @@ class Ahead:
 
         def wait() -> CheckResult:
             try:
-                with self.session.progress.step("cold phase (started beside the others)"):
+                with self.session.progress.step("cold phase, run beside the others; waited for it"):
                     return future.result()
             except KeyboardInterrupt:  # its phase goes on until the launcher's close
                 self._waited.append(run)
