@@ -73,6 +73,34 @@ def test_warm_vs_cold_noise_is_symmetric() -> None:
     assert not coldcompare.compare_with_cold({"o": warm}, {"o": cold}, None, None)["ok"]
 
 
+def test_a_value_zero_in_exact_math_is_judged_where_its_float64_run_is_no_reference() -> None:
+    """An attention key bias's gradient is zero in exact math (softmax ignores what is
+    added to every key's score): both float32 runs carry only rounding noise (BERT on an
+    H100: RMS 6e-12, the warm run and a fresh compile 2.7e-11 apart with atomic adds),
+    which no float64 run can judge relatively. Within that noise and assert_close's
+    defaults it passes, named; a real tensor whose float64 run is no reference still
+    fails for a 10% difference."""
+    from pytest_compilecache.judge.outputs import _within_noise
+    from pytest_compilecache.model import CheckResult
+    from pytest_compilecache.wire import ColdComparison
+
+    g = torch.Generator().manual_seed(0)
+    zero = torch.zeros(768, dtype=torch.float64)
+    cold, warm = (6e-12 * torch.randn(768, generator=g)).float(), \
+        (6e-12 * torch.randn(768, generator=g)).float()
+    out = coldcompare.compare_with_cold({"grad.key.bias": warm}, {"grad.key.bias": cold}, None,
+                                        {"grad.key.bias": zero}, labels=("fresh", "warm"))
+    [v] = out["within_noise"]
+    assert out["ok"] and not v["usable"] and v["no_reference"], out
+    res = CheckResult(nodeid="t", verdict="pass")
+    _within_noise(res, ColdComparison.from_json(out))
+    assert "1 of them near zero, where the float64 run is no reference" in res.notes[0]
+    real = torch.randn(768, generator=g)  # a float64 run that is no reference for it
+    bad = coldcompare.compare_with_cold({"o": (real * 1.1).float()}, {"o": real.float()}, None,
+                                        {"o": zero})
+    assert not bad["ok"] and "no reference" in bad["mismatches"][0]["message"]
+
+
 def test_digest_reads_bytes_without_numpy() -> None:
     t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     assert compare.digest(t) == compare.digest(t.clone())
