@@ -99,6 +99,13 @@ def test_a_value_zero_in_exact_math_is_judged_where_its_float64_run_is_no_refere
     bad = coldcompare.compare_with_cold({"o": (real * 1.1).float()}, {"o": real.float()}, None,
                                         {"o": zero})
     assert not bad["ok"] and "no reference" in bad["mismatches"][0]["message"]
+    # a small gradient whose float64 run computed something else (not negligible beside
+    # the runs): a stale warm 30% off is within assert_close's atol, and still fails
+    other = 1e-6 * torch.randn(768, dtype=torch.float64, generator=g)
+    small = (1e-6 * torch.randn(768, generator=g)).float()
+    stale = coldcompare.compare_with_cold({"grad.w": small * 1.3}, {"grad.w": small}, None,
+                                          {"grad.w": other})
+    assert not stale["ok"] and not stale["mismatches"][0]["float64"]["usable"], stale
 
 
 def test_digest_reads_bytes_without_numpy() -> None:

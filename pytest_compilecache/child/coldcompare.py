@@ -21,9 +21,9 @@ def compare_with_cold(warm: Outputs, cold: Outputs, tolerance: Optional[Tuple[fl
     noise both runs carry; a stale entry does not. A tensor in `random` (it changes with
     the seed) has no float64 run to judge it: the same seed and graph draw the same
     numbers, so it may differ by float32's noise floor (FLOOR_REL of its size) alone.
-    Where the float64 run is no reference (both runs miss it by over USABLE_REL of its
-    size: a value that is zero in exact math, which float32 carries as rounding noise),
-    the difference must be within that noise and within assert_close's defaults.
+    A tensor whose float64 value is negligible beside both runs (zero in exact math,
+    carried by float32 as rounding noise: no relative cut can judge it) passes within
+    that noise and within assert_close's defaults.
     `labels`: the two phases as the messages name them (the deploy scenario's fresh
     compile against its warm run); the record's keys stay warm_* and cold_*."""
     now, then = labels
@@ -90,15 +90,17 @@ def _warm_differs(name: str, w: Any, c: Any, tolerance: Optional[Tuple[float, fl
         v = {"name": name, "max_abs_diff": diff, **within_noise(w, c, r)}
         if v["ok"] and v["usable"]:
             return {**v, "_within_noise": True}
-        if v["ok"] and assert_close_message(w, c, {}) is None:
-            # the float64 run is no reference: a value near zero whose both runs are
-            # rounding noise (an attention key bias's gradient, zero in exact math); within
-            # that noise and assert_close's defaults, as compiled vs eager judges it there
+        close = assert_close_message(w, c, {})
+        if v["ok"] and v["negligible"] and close is None:
+            # zero in exact math (an attention key bias's gradient): both runs are rounding
+            # noise around a float64 value negligible beside them, which no relative cut
+            # can judge; within that noise and assert_close's defaults
             return {**v, "no_reference": True, "_within_noise": True}
         why = (f"beyond the noise both carry against a float64 run ({now} "
                f"{v['warm_rmse']:.3g}, {then} {v['cold_rmse']:.3g}; allowed {v['limit']:.3g})"
                if v["usable"] else "its float64 run is no reference (both miss it by "
-               f"over {USABLE_REL:.0%} of its RMS)")
+               f"over {USABLE_REL:.0%} of its RMS)" + (
+                   f"; assert_close: {close.splitlines()[0]}" if close else ""))
         return {"name": name, "max_abs_diff": diff, "float64": v, "message":
                 f"differs (max abs diff {diff:.3g}, RMSE {v['diff_rmse']:.3g}), {why}"}
     return {"name": name, "max_abs_diff": diff,

@@ -177,8 +177,11 @@ def within_noise(warm: Any, cold: Any, ref: Any) -> Dict[str, Any]:
     w_err, c_err, d = rms(w - r), rms(c - r), rms(w - c)
     scale = rms(r)
     limit = multiplier(warm) * min(w_err, c_err) + FLOOR_REL * scale
+    # `negligible`: the float64 value is small beside both runs: zero in exact math, each
+    # run's error is then its own size, and the noise rule stays a tight one
     return {"diff_rmse": _round(d), "warm_rmse": _round(w_err), "cold_rmse": _round(c_err),
-            "limit": _round(limit), "ok": d <= limit, "usable": min(w_err, c_err) <= USABLE_REL * scale}
+            "limit": _round(limit), "ok": d <= limit, "usable": min(w_err, c_err) <= USABLE_REL * scale,
+            "negligible": scale <= USABLE_REL * min(rms(w), rms(c))}
 
 
 def rms(t: Any) -> float:

@@ -51,7 +51,11 @@ class Deploy(LocalRestart):
                 f"the same seed, is the reference a stale entry cannot hide from, as it can "
                 f"within compiled vs eager's tolerance{seeded})")
         elif cmp is not None:
-            noise = f", {len(cmp.within_noise)} within arithmetic noise" if cmp.within_noise else ""
+            near_zero = sum(1 for v in cmp.within_noise if v.no_reference)
+            noise = (f", {len(cmp.within_noise)} within arithmetic noise" if cmp.within_noise
+                     else "") + (f" ({near_zero} near zero, where the float64 run is no "
+                                 f"reference: within assert_close's defaults too)"
+                                 if near_zero else "")
             res.notes.append(f"a fresh compile of this commit's code on an empty cache, the "
                              f"reference a stale entry cannot hide from, computed what the "
                              f"warm run did ({cmp.mode}: {cmp.raw.get('compared')} "
