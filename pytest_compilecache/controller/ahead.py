@@ -30,7 +30,6 @@ class Ahead:
 
     def __init__(self, session: Any, runs: Sequence[CheckRun], width: int) -> None:
         self.session = session
-        self.width = width
         self._side_by_side = side_by_side()  # what a phase left is told by its mark
         self._side_by_side.__enter__()
         self._waited: List[CheckRun] = []  # runs whose wait an interrupt broke off

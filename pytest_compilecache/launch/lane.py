@@ -72,15 +72,15 @@ class Lane:
     def ready(self) -> Dict[str, Any]:
         """The latest hello: after the imports and every preload sent so far."""
         while self.hello is None or self.pending:
-            if self.hello is not None:
-                with self.lock:
-                    self.pending -= 1
             got = self.receive(time.perf_counter() + START_TIMEOUT_S)
             if got is None:
                 self.hello, self.pending = {"problem": "the preloaded interpreter did not "
                                             "start: " + self._log_tail()}, 0
                 break
-            self.hello = got
+            if self.hello is None:  # its first: the imports done
+                self.hello = got
+            else:
+                self.took(got)
         return self.hello
 
     def receive(self, deadline: Optional[float]) -> Optional[Dict[str, Any]]:
