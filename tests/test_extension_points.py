@@ -243,3 +243,21 @@ def test_a_layers_section_may_not_take_another_layers_or_the_records_own_key() -
             assert layers.REGISTRY == builtin
     finally:
         layers.use(builtin)
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "github"])
+def test_a_report_written_before_a_layer_was_registered_still_renders(
+        toy: CacheLayer, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A stored report (tests/data/report_drift.json) has no entry for a layer
+    registered after it was written: `show` prints it in every format, its failures'
+    layer rows included, and the new layer's cell is empty ('-'), never a KeyError."""
+    from pathlib import Path
+
+    from pytest_compilecache import cli
+
+    drift = Path(__file__).parent / "data" / "report_drift.json"
+    assert cli.main(["show", str(drift), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert "aot_autograd" in out or fmt == "github"
+    if fmt == "text":
+        assert "fx_graph      miss" in out and "toy_bundle " not in out

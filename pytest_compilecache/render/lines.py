@@ -31,6 +31,14 @@ def first_reason(r: CheckResult, width: int = 300) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
+def judged_layers(r: CheckResult) -> List[str]:
+    """The layers a result judged, the registry's order first: a report written before
+    a layer was registered has no entry for it (nothing to show), one written by a
+    plugin with a layer this one lacks keeps its rows, after the known ones."""
+    known = [n for n in layers.LAYERS if n in r.layers]
+    return known + [n for n in r.layers if n not in layers.LAYERS]
+
+
 def failure_lines(r: CheckResult) -> List[str]:
     where = ", ".join(x for x in (r.device_name or r.device, _torch(r)) if x)
     lines = [f"compile-cache check {r.verdict.upper()}: {r.label}" + (f" ({where})" if where else "")]
@@ -44,19 +52,20 @@ def failure_lines(r: CheckResult) -> List[str]:
             other = []
         lines += ["", *r.error.splitlines()]
     if r.layers:
-        w = max(7, *(len(r.layers[n].state) for n in layers.LAYERS))  # `accepted` is 8
+        names = judged_layers(r)
+        w = max(7, *(len(r.layers[n].state) for n in names))  # `accepted` is 8
         lines += ["", f"  {'layer':<13} {'state':<{w}} {'cold':<24} {'warm':<24}"]
-        for name in layers.LAYERS:
+        for name in names:
             lv = r.layers[name]
             lines.append(f"  {name:<13} {lv.state:<{w}} {lv.cold:<24} {lv.warm:<24}")
         # a layer that missed, and one a setting switched off (named with where it was set)
-        why = [(n, reason) for n in layers.LAYERS for reason in r.layers[n].reasons
+        why = [(n, reason) for n in names for reason in r.layers[n].reasons
                if r.layers[n].state in ("miss", "bypass", "accepted")
                or (r.layers[n].state == "off" and r.layers[n].setting)]
         if why:
             lines += ["", "  why:"]
             lines += [f"  - {n}: {reason}" for n, reason in why]
-        for n in layers.LAYERS:
+        for n in names:
             for f in r.layers[n].files[:8]:
                 lines.append(f"    warm wrote ({n}): {f}")
         for row in r.graphs:
