@@ -260,4 +260,4 @@ def test_a_report_written_before_a_layer_was_registered_still_renders(
     out = capsys.readouterr().out
     assert "aot_autograd" in out or fmt == "github"
     if fmt == "text":
-        assert "fx_graph      miss" in out and "toy_bundle " not in out
+        assert "fx_graph      hit" in out and "toy_bundle " not in out
