@@ -37,8 +37,15 @@ CACHE_OFF = ("torch's autotune cache is off (torch._inductor.config.autotune_loc
 NOT_STORED = "no tuning result stored for it"
 OTHER_LIST = "its stored result is for another list of configs"
 NOT_RELOADED = ("its stored result names a config outside the kernel's list, which this "
-                "torch does not reload (found by coordinate descent or register-spill "
-                "RBLOCK scaling)")
+                "torch did not reload")
+# two results torch itself throws away, whichever config won (child/tuning.py says when)
+SCALED_DECLINED = ("its stored result is a register-spill RBLOCK config torch added at "
+                   "launch, which torch's loader declines (torch 2.5-2.12; torch 2.13 reloads "
+                   "it: pytorch#181789)")
+LOST_MARK = ("torch loaded its stored coordinate-descent result and tuned it again (an "
+             "FX-graph hit drops the result's found_by_coordesc mark where it is one of "
+             "the kernel's compiled configs: torch 2.11 and older; fixed in torch 2.12, "
+             "pytorch#172819)")
 IGNORED = "its stored result was there and matched; torch benchmarked anyway"
 
 # -- the private cache root: the fix the child's note (child/confinement.reclaim) and the

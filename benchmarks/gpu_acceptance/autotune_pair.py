@@ -3,14 +3,17 @@ work, to hold the plugin's autotune and kernels verdicts against.
 
     python benchmarks/gpu_acceptance/autotune_pair.py mlp max-autotune-no-cudagraphs
     python benchmarks/gpu_acceptance/autotune_pair.py resnet18 max-autotune
+    python benchmarks/gpu_acceptance/autotune_pair.py swin_t default
 
 Two fresh processes over one private cache dir (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR
 under it), no pytest, no plugin. Each wraps, for its one compiled step: Triton compiles
 (triton.knobs.compilation.listener, cache_hit False), template selection
 (AlgorithmSelectorCache's benchmark), config benchmarks
 (CachingAutotuner.benchmark_all_configs) and coordinate-descent tuning
-(CoordescTuner.autotune), and prints their counts beside the counters torch keeps
-(which an FX-graph cache hit replays). `--delete-best-config` removes the autotune
+(CoordescTuner.autotune), and prints their counts and the seconds they took beside the
+counters torch keeps (which an FX-graph cache hit replays) and the compiled call's
+seconds; torch's reads of stored results (AutotuneCache.read_best) are counted by what
+they returned. `--delete-best-config` removes the autotune
 results between the processes.
 """
 import json
@@ -26,7 +29,8 @@ import functools, json, sys, time
 import torch
 
 name, mode = sys.argv[1], sys.argv[2]
-seen = {"triton_compiles": 0, "triton_disk_hits": 0, "select": 0, "configs": 0, "coordesc": 0}
+seen = {"triton_compiles": 0, "triton_disk_hits": 0, "select": 0, "configs": 0, "coordesc": 0,
+        "tuning_s": 0.0, "reads_loaded": 0, "reads_declined": 0}
 spied = []
 
 
@@ -39,8 +43,16 @@ def spy(module, cls, method, kind):
         return
     @functools.wraps(original)
     def wrapper(*a, **kw):
+        if kind == "reads":
+            got = original(*a, **kw)
+            seen["reads_loaded" if got is not None else "reads_declined"] += 1
+            return got
         seen[kind] += 1
-        return original(*a, **kw)
+        began = time.perf_counter()
+        try:
+            return original(*a, **kw)
+        finally:
+            seen["tuning_s"] += time.perf_counter() - began
     setattr(klass, method, wrapper)
     spied.append(f"{cls}.{method}")
 
@@ -53,6 +65,7 @@ for m in ("autotune", "benchmark"):  # the first that exists: autotune calls ben
 spy("torch._inductor.runtime.triton_heuristics", "CachingAutotuner", "benchmark_all_configs",
     "configs")
 spy("torch._inductor.runtime.coordinate_descent_tuner", "CoordescTuner", "autotune", "coordesc")
+spy("torch._inductor.runtime.autotune_cache", "AutotuneCache", "read_best", "reads")
 try:
     from triton import knobs
 
@@ -69,6 +82,10 @@ if name == "mlp":
     model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
                                 torch.nn.Linear(4096, 1024))
     x = torch.randn(256, 1024)
+elif name == "swin_t":
+    import torchvision
+    model = torchvision.models.swin_t()
+    x = torch.randn(8, 3, 224, 224)
 else:
     import torchvision
     model = torchvision.models.resnet18()
@@ -77,9 +94,10 @@ model, x = model.cuda().eval(), x.cuda()
 from torch._dynamo.utils import counters
 t0 = time.perf_counter()
 with torch.no_grad():
-    torch.compile(model, mode=mode)(x)
+    torch.compile(model, **({} if mode == "default" else {"mode": mode}))(x)
 torch.cuda.synchronize()
 seen["wall_s"] = round(time.perf_counter() - t0, 1)
+seen["tuning_s"] = round(seen["tuning_s"], 3)
 seen["counters"] = {k: v for k, v in counters["inductor"].items()
                     if k in ("select_algorithm_autotune", "coordesc_tuning_bench",
                              "fxgraph_cache_hit", "fxgraph_cache_miss")}

@@ -14,11 +14,20 @@ does the work, for the phase's workload only:
 - coordinate-descent tuning of a kernel (CoordescTuner.autotune).
 
 For each kernel tuned, the record also says what its stored result (`.best_config`)
-held just before: nothing, a result for another config list, a config this torch does
-not reload (torch 2.11 re-tunes a kernel whose coordinate-descent winner lies outside
-its starting configs at every start; 2.13 reloads it), or no cache at all (a kernel
-with one config at compile time gets none, so torch tunes it at every start: not a
-miss).
+held just before, and what torch's own read of it (AutotuneCache.read_best, spied too)
+made of it: nothing stored, a result for another config list, no cache at all (a kernel
+with one config at compile time gets none, so torch tunes it at every start), or one of
+two results torch itself throws away, whichever config won (timing noise decides, so
+more often under load):
+- a register-spill RBLOCK config torch added at launch (`_dynamic_scale_rblock`): its
+  loader matches a stored result only against the kernel's starting configs, so it
+  declines it (torch 2.5-2.12; pytorch#181789 made 2.13 rebuild it);
+- a coordinate-descent result that is one of the kernel's compiled configs: on an
+  FX-graph hit torch loads it but drops its `found_by_coordesc` mark (or ignores it for
+  a one-config kernel), and tunes it again (torch up to 2.11, pytorch#172819; fixed in
+  2.12 by #173391).
+The seconds each kernel's tuning took are recorded too: what the re-tuning cost the
+warm start (layers/autotune.py weighs them).
 
 Each spy is feature-detected: a torch without the method has that kind unobserved, and
 the record says so; layers/tuning.py reads the record. Runs in the child; torch imported
@@ -26,13 +35,16 @@ lazily; no pytest.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from pytest_compilecache.terms import (CACHE_OFF, IGNORED, NO_CACHE, NOT_RELOADED,
-                                       NOT_STORED, OTHER_LIST)
+import time
+
+from pytest_compilecache.terms import (CACHE_OFF, IGNORED, LOST_MARK, NO_CACHE,
+                                       NOT_RELOADED, NOT_STORED, OTHER_LIST, SCALED_DECLINED)
 
 
 def _selection_name(self: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> str:
@@ -106,6 +118,10 @@ REASON_SPIES = [
 ]
 
 
+# torch's own read of a stored result: what it returned, for the kernel's key
+READ_SPIES = [("torch._inductor.runtime.autotune_cache", "AutotuneCache", "read_best")]
+
+
 class TuningSpy:
     """The autotune layer's observer (layers/autotune.py names it): start() before the
     workload, stop() after; record() is JSON, the layer's section of the record."""
@@ -115,9 +131,18 @@ class TuningSpy:
         self.why: Dict[str, str] = {}  # kernel -> what its stored tuning result was
         self.watched: Dict[str, str] = {}  # kind -> the method wrapped
         self.unwatched: Dict[str, str] = {}  # kind -> why not
+        self.seconds: Dict[str, float] = {}  # kernel or op -> seconds its tuning took
+        self.reads: Dict[str, str] = {}  # stored result's path -> torch's read (READ_*)
         self._undo: List[Callable[[], None]] = []
+        self._started = 0.0
+        self._stopped = 0.0
 
     def start(self) -> None:
+        self._started = time.perf_counter()
+        for module, cls_name, method in READ_SPIES:
+            target = _find(module, cls_name, method)
+            if target is not None:
+                self._wrap_read(target[0], method, target[1])
         for module, cls_name, method in REASON_SPIES:
             target = _find(module, cls_name, method)
             if target is not None:
@@ -150,7 +175,8 @@ class TuningSpy:
 
                 def counted(*a: Any, **k: Any) -> Any:
                     seen.append(name)
-                    return benchmark(*a, **k)
+                    with self._timed(name):
+                        return benchmark(*a, **k)
 
                 args, kwargs = replace(counted)
                 return original(this, *args, **kwargs)
@@ -162,11 +188,12 @@ class TuningSpy:
                 try:
                     name = namer(this, args, kwargs)
                     if why is not None:
-                        why.setdefault(name, stored_result(this))
+                        why.setdefault(name, stored_result(this, self.reads))
                 except Exception:
                     name = "?"
                 seen.append(name)
-                return original(this, *args, **kwargs)
+                with self._timed(name):
+                    return original(this, *args, **kwargs)
 
         setattr(cls, method, wrapper)
         self._undo.append(lambda: setattr(cls, method, raw))
@@ -180,7 +207,8 @@ class TuningSpy:
         @functools.wraps(original)
         def wrapper(this: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                why.setdefault(_kernel_name(this, args, kwargs), stored_result(this))
+                why.setdefault(_kernel_name(this, args, kwargs),
+                               stored_result(this, self.reads, coordesc=True))
             except Exception:
                 pass
             return original(this, *args, **kwargs)
@@ -188,7 +216,36 @@ class TuningSpy:
         setattr(cls, method, wrapper)
         self._undo.append(lambda: setattr(cls, method, raw))
 
+    def _wrap_read(self, cls: Any, method: str, raw: Any) -> None:
+        """What torch's read of each stored result returned (READ_*), keyed by the
+        result's path: a tuned kernel's record says whether torch itself declined it."""
+        original = getattr(cls, method)
+        reads = self.reads
+
+        @functools.wraps(original)
+        def wrapper(this: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(this, *args, **kwargs)
+            try:
+                configs = args[1] if len(args) > 1 else kwargs.get("configs")
+                reads[_result_path(this)] = read_outcome(this, result, configs)
+            except Exception:
+                pass
+            return result
+
+        setattr(cls, method, wrapper)
+        self._undo.append(lambda: setattr(cls, method, raw))
+
+    @contextlib.contextmanager
+    def _timed(self, name: str) -> Iterator[None]:
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            took = time.perf_counter() - began
+            self.seconds[name] = self.seconds.get(name, 0.0) + took
+
     def stop(self) -> None:
+        self._stopped = time.perf_counter()
         for undo in reversed(self._undo):
             try:
                 undo()
@@ -197,14 +254,24 @@ class TuningSpy:
         self._undo.clear()
 
     def record(self, trace: Any = None) -> Dict[str, Any]:
+        watched_s = max(0.0, (self._stopped or time.perf_counter()) - self._started)
         return {"seen": {k: list(v) for k, v in self.seen.items()}, "why": dict(self.why),
-                "watched": dict(self.watched), "unwatched": dict(self.unwatched)}
+                "watched": dict(self.watched), "unwatched": dict(self.unwatched),
+                "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
+                "workload_s": round(watched_s, 3) if self._started else None}
 
 
-def stored_result(tuner: Any) -> str:
-    """Why a CachingAutotuner benchmarks its configs: what its `.best_config` holds,
-    read before the benchmark overwrites it. '' where this torch's autotune cache
-    cannot be read this way (local cache off, another layout)."""
+# torch's read of a stored result (TuningSpy.reads): it returned a config; it declined a
+# result for the kernel's configs that names one of them, or one outside them
+READ_LOADED, READ_DECLINED, READ_DECLINED_OFF = "loaded", "declined", "declined off-list"
+
+
+def stored_result(tuner: Any, reads: Optional[Dict[str, str]] = None,
+                  coordesc: bool = False) -> str:
+    """Why a CachingAutotuner tunes a kernel: what its `.best_config` holds, read
+    before the tuning overwrites it, and what torch's own read of it made of it
+    (`reads`, by the result's key). '' where this torch's autotune cache cannot be read
+    this way (local cache off, another layout)."""
     hook = getattr(tuner, "save_cache_hook", False)
     if hook is None:
         meta = getattr(tuner, "inductor_meta", None) or {}
@@ -212,27 +279,67 @@ def stored_result(tuner: Any) -> str:
             return CACHE_OFF
         return NO_CACHE
     cache = getattr(hook, "__self__", None)
-    local = getattr(cache, "local_cache", None)
-    if not (isinstance(local, tuple) and len(local) == 2 and isinstance(local[1], str)):
+    key = _result_path(cache)
+    if key is None:
         return ""
-    try:
-        with open(local[1]) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        return NOT_STORED
-    except (OSError, ValueError):
-        return "its stored result cannot be read"
-    if not isinstance(data, dict):
-        return "its stored result cannot be read"
+    data = _stored(cache)
+    if isinstance(data, str):
+        return data
     if data.get("configs_hash") != getattr(cache, "configs_hash", None):
         return OTHER_LIST
-    for cfg in getattr(tuner, "configs", None) or []:
-        kw = getattr(cfg, "kwargs", {}) or {}
-        if (all(data.get(k) == v for k, v in kw.items())
-                and getattr(cfg, "num_warps", None) == data.get("num_warps")
-                and getattr(cfg, "num_stages", None) == data.get("num_stages")):
-            return IGNORED
-    return NOT_RELOADED
+    read = (reads or {}).get(key)
+    if read == READ_DECLINED_OFF and not data.get("found_by_coordesc"):
+        return SCALED_DECLINED
+    if coordesc and read == READ_LOADED and data.get("found_by_coordesc"):
+        return LOST_MARK
+    configs = getattr(tuner, "configs", None) or []
+    return IGNORED if any(_names(cfg, data) for cfg in configs) else NOT_RELOADED
+
+
+def read_outcome(cache: Any, result: Any, configs: Any) -> str:
+    """What torch's read of a stored result (AutotuneCache.read_best) made of it."""
+    if result is not None:
+        return READ_LOADED
+    data = _stored(cache)
+    if isinstance(data, str) or data.get("configs_hash") != cache.configs_hash:
+        return ""
+    listed = any(_names(cfg, data) for cfg in configs or [])
+    return READ_DECLINED if listed else READ_DECLINED_OFF
+
+
+def _result_path(cache: Any) -> Optional[str]:
+    local = getattr(cache, "local_cache", None)
+    if isinstance(local, tuple) and len(local) == 2 and isinstance(local[1], str):
+        return local[1]
+    return None
+
+
+def _stored(cache: Any) -> Any:
+    """The stored result (a dict), else why there is none (NOT_STORED, unreadable):
+    through torch's own local cache where it has one, else the file its key names."""
+    store, key = cache.local_cache
+    try:
+        data = store.get(key) if hasattr(store, "get") else _read_file(key)
+    except FileNotFoundError:
+        return NOT_STORED
+    except (OSError, ValueError, TypeError):
+        return "its stored result cannot be read"
+    if data is None:
+        return NOT_STORED
+    return data if isinstance(data, dict) else "its stored result cannot be read"
+
+
+def _read_file(path: str) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+def _names(cfg: Any, data: Dict[str, Any]) -> bool:
+    """Whether a stored result names this config (torch's own matching)."""
+    kw = getattr(cfg, "kwargs", {}) or {}
+    return (all(data.get(k) == v for k, v in kw.items())
+            and getattr(cfg, "num_warps", None) == data.get("num_warps")
+            and getattr(cfg, "num_stages", None) == data.get("num_stages"))
 
 
 def _find(module: str, cls_name: str, method: str) -> Optional[Tuple[Any, Any]]:

@@ -7,9 +7,9 @@ torch runs it and not from its counters). Pure.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
-from pytest_compilecache.terms import NO_CACHE
+from pytest_compilecache.terms import LOST_MARK, NO_CACHE, SCALED_DECLINED
 from pytest_compilecache.wirejson import Wire
 
 
@@ -21,6 +21,8 @@ class TuningRecord(Wire):
     why: Dict[str, str] = field(default_factory=dict)        # kernel -> its stored result
     watched: Dict[str, str] = field(default_factory=dict)    # kind -> the method wrapped
     unwatched: Dict[str, str] = field(default_factory=dict)  # kind -> why not
+    seconds: Dict[str, float] = field(default_factory=dict)  # kernel -> its tuning's s
+    workload_s: Optional[float] = None  # the spied workload's seconds (start to stop)
 
 
 # a phase's tuning record (`TuningSpy.record()`), typed or as the child wrote it
@@ -43,10 +45,26 @@ def explain(rec: TuningLike, kernels: List[str]) -> List[str]:
     return [f"tuned where {reason}: {_names(names)}" for reason, names in sorted(by_reason.items())]
 
 
+# what torch itself does at every start it happens (no cache for the kernel; a stored
+# result torch throws away): no setting of the user's spares it, a newer torch may
+TORCH_OWN = (NO_CACHE, SCALED_DECLINED, LOST_MARK)
+
+
 def untunable(rec: TuningLike) -> List[str]:
-    """Kernels torch keeps no tuning result for: tuned at every start, no cache miss."""
+    """Kernels torch tunes whatever the cache holds (TORCH_OWN): not a cache miss in
+    itself; layers/autotune.py weighs what they cost."""
     t = TuningRecord.optional(rec)
-    return [k for k, why in (t.why if t is not None else {}).items() if why == NO_CACHE]
+    return [k for k, why in (t.why if t is not None else {}).items() if why in TORCH_OWN]
+
+
+def cost(rec: TuningLike, kernels: List[str]) -> Tuple[float, Optional[float]]:
+    """Seconds these kernels' tuning took in the phase, and the spied workload's
+    seconds (None in a record from before the spy timed them)."""
+    t = TuningRecord.optional(rec)
+    if t is None:
+        return 0.0, None
+    spent = sum(t.seconds.get(k, 0.0) for k in dict.fromkeys(kernels))
+    return spent, t.workload_s
 
 
 def summary(rec: TuningLike) -> Optional[Dict[str, List[str]]]:
