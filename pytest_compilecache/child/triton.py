@@ -12,6 +12,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 PTXAS_ENV = "TRITON_PTXAS_PATH"
 
 
+COMPILED_NAMES = 500  # names kept in the record
+
+
 class TritonObserver:
     def __init__(self) -> None:
         self.compiles: List[Dict[str, Any]] = []
@@ -61,6 +64,9 @@ class TritonObserver:
                                 if self.listening else None),
             "triton_disk_hits": (sum(e["cache_hit"] for e in self.compiles)
                                  if self.listening else None),
+            # the kernels compiled, by name (bounded): tuning's compiles are told apart
+            "compiled_names": [str(e["name"]) for e in self.compiles
+                               if not e["cache_hit"]][:COMPILED_NAMES],
             "kernels_via_triton_compile": via_triton,
             "autotune_cache_states": autotune_states,
             "ptxas_path": {"start": self._ptxas_at_start, "end": os.environ.get(PTXAS_ENV)},

@@ -227,7 +227,9 @@ class TuningSpy:
             result = original(this, *args, **kwargs)
             try:
                 configs = args[1] if len(args) > 1 else kwargs.get("configs")
-                reads[_result_path(this)] = read_outcome(this, result, configs)
+                key = _result_path(this)
+                if key is not None:
+                    reads[key] = read_outcome(this, result, configs)
             except Exception:
                 pass
             return result

@@ -98,19 +98,9 @@ def autotune_layer(cc: CacheLike, wc: CacheLike, cold_files: List[str]
     return lv, notes
 
 
-# Tuning torch does at every start whatever the cache holds (tuning.TORCH_OWN) fails the
-# layer only where it makes the restart cold: at least MATERIAL_S seconds and a third of
-# the warm run. Which config wins, and so whether torch throws its stored result away, is
-# timing noise (more often lost under load): on an H200 (torch 2.11) one MLP kernel's
-# lost coordinate-descent mark cost 0.19 s of a 1.5 s warm run in one run and nothing in
-# the next, while resnet18 under max-autotune re-tuned 8-9 kernels in every run, 8-11 s
-# of a 11-14 s warm run (docs/gpu-results.md).
-MATERIAL_SHARE, MATERIAL_S = 1 / 3, 1.0
-
-
 def _torch_own(lv: LayerVerdict, wt: Any, kernels: List[str]) -> List[str]:
     """Kernels torch tuned whatever the cache held: a note with what they cost, or a
-    miss where that cost makes the restart cold (MATERIAL_SHARE, MATERIAL_S)."""
+    miss where that cost makes the restart cold (tuning.material)."""
     if not kernels:
         return []
     spent, total = tuning.cost(wt, kernels)
@@ -118,9 +108,9 @@ def _torch_own(lv: LayerVerdict, wt: Any, kernels: List[str]) -> List[str]:
     said = (f"the warm run tuned {len(kernels)} kernel(s) torch tunes at every start "
             f"whatever its cache holds (torch's behaviour, not your setup; their tuning "
             f"took {took}): " + "; ".join(tuning.explain(wt, kernels)))
-    if total and spent >= max(MATERIAL_S, MATERIAL_SHARE * total):
+    if tuning.material(spent, total):
         lv.state = "miss"
-        lv.reasons.append(said + f"; a third of the warm run or more, so the restart is "
+        lv.reasons.append(said + "; a third of the warm run or more, so the restart is "
                           "not warm: a torch that reloads them fixes it")
         return []
     return [f"autotune: {said}"]

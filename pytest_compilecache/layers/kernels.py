@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from pytest_compilecache import files as fs
+from pytest_compilecache.layers import tuning
+from pytest_compilecache.layers.autotune import Autotune
 from pytest_compilecache.layers.base import CacheLayer, Carrier, LayerInputs
 from pytest_compilecache.model import LayerVerdict
 from pytest_compilecache.wire import CacheRecord
@@ -26,6 +28,7 @@ class KernelInfo(Wire):
     triton_listener: bool = False
     triton_compiled: Optional[int] = None      # None without the listener (triton < 3.6)
     triton_disk_hits: Optional[int] = None
+    compiled_names: List[str] = field(default_factory=list)  # child/triton.COMPILED_NAMES
     kernels_via_triton_compile: int = 0
     autotune_cache_states: List[str] = field(default_factory=list)
     ptxas_path: Optional[PtxasPath] = None
@@ -47,11 +50,18 @@ class Kernels(CacheLayer):
         return parts[0] == "triton" or (parts[0] == "tmp" and "precompiled_headers" in parts)
 
     def judge(self, inputs: LayerInputs) -> Tuple[LayerVerdict, List[str]]:
-        return kernels_layer(inputs.cold, inputs.warm, inputs.cold_files), []
+        lv = kernels_layer(inputs.cold, inputs.warm, inputs.cold_files)
+        return lv, tuning_compiles(lv, inputs.warm)
 
     def warm_wrote(self, lv: LayerVerdict, paths: List[str], inputs: LayerInputs) -> None:
         """A miss, named with what the warm process started from where that did not
-        carry the kernels; a kernel byte-identical to a cold one, with the key that moved."""
+        carry the kernels; a kernel byte-identical to a cold one, with the key that
+        moved. The files of kernels torch re-tuned itself are that tuning's
+        (tuning_compiles)."""
+        spared = set(tuning.spared(inputs.warm.sections.get(Autotune.section)))
+        paths = [p for p in paths if _kernel_name(p) not in spared]
+        if not paths:
+            return
         super().warm_wrote(lv, paths, inputs)
         if inputs.carrier:
             lv.reasons.insert(0, rebuilt_kernels(paths, inputs.carrier))
@@ -105,6 +115,27 @@ def kernels_layer(cc: CacheRecord, wc: CacheRecord, cold_kernel_files: List[str]
         lv.state = "miss"
         lv.reasons.append(f"the warm run compiled {warm_compiled} Triton kernel(s) from source")
     return lv
+
+
+def _kernel_name(path: str) -> str:
+    """triton/<key>/[__grp__]<kernel>.<ext> -> <kernel>"""
+    base = path.rsplit("/", 1)[-1]
+    return base.removeprefix("__grp__").split(".")[0]
+
+
+def tuning_compiles(lv: LayerVerdict, wc: CacheRecord) -> List[str]:
+    """Triton compiles of kernels torch re-tuned itself at a cost that leaves the start
+    warm (layers/tuning.spared: new configs are compiled to be timed): part of that
+    tuning, which the autotune layer notes, not a kernel the cache lost."""
+    info = kernel_info(wc)
+    own = set(tuning.spared(wc.sections.get(Autotune.section)))
+    ours = [n for n in info.compiled_names if n in own]
+    if not ours or lv.state != "miss" or len(ours) < (info.triton_compiled or 0):
+        return []
+    lv.state, lv.reasons = "hit", []
+    return [f"kernels: the warm run's {len(ours)} Triton compile(s) were torch re-tuning "
+            f"{len(set(ours))} kernel(s) it tunes at every start (the autotune note says "
+            f"why): no kernel the cache held was compiled again"]
 
 
 def explain_identical_recompiles(lv: LayerVerdict, twins: List[Dict[str, str]],

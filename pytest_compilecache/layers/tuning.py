@@ -57,6 +57,33 @@ def untunable(rec: TuningLike) -> List[str]:
     return [k for k, why in (t.why if t is not None else {}).items() if why in TORCH_OWN]
 
 
+# Tuning torch does at every start whatever the cache holds (TORCH_OWN) makes the restart
+# cold only where it costs at least MATERIAL_S seconds and a third of the warm run. Which
+# config wins, and so whether torch throws its stored result away, is timing noise (more
+# often lost under load): on an H200 (torch 2.11) one MLP kernel's lost coordinate-descent
+# mark cost 0.19-0.57 s of a 1.5-2.3 s warm run in some runs and nothing in others, while
+# resnet18 under max-autotune re-tuned 5-10 kernels in every run, 3.5-11 s of a 6.5-14 s
+# warm run (docs/gpu-results.md).
+MATERIAL_SHARE, MATERIAL_S = 1 / 3, 1.0
+
+
+def material(spent: float, total: Optional[float]) -> bool:
+    """Whether tuning that took `spent` seconds makes a `total`-second warm run cold."""
+    return bool(total) and spent >= max(MATERIAL_S, MATERIAL_SHARE * (total or 0.0))
+
+
+def spared(rec: TuningLike) -> List[str]:
+    """Kernels torch tuned whatever its cache held (TORCH_OWN) at a cost that leaves the
+    start warm: their tuning's Triton compiles are no kernel-cache miss either."""
+    t = TuningRecord.optional(rec)
+    if t is None:
+        return []
+    tuned = {n for names in t.seen.values() for n in names}
+    own = [k for k in untunable(t) if k in tuned]
+    spent, total = cost(t, own)
+    return [] if material(spent, total) else own
+
+
 def cost(rec: TuningLike, kernels: List[str]) -> Tuple[float, Optional[float]]:
     """Seconds these kernels' tuning took in the phase, and the spied workload's
     seconds (None in a record from before the spy timed them)."""
