@@ -102,7 +102,9 @@ def summarize(rec: CacheLike) -> Dict[str, Any]:
             if failed_row is not None and _LIMIT_FAILURE.search(why):
                 limits.append({"limit": "its recompile limit", "function": failed_row["code"],
                                "guard": (failed_row["guards"] or [None])[-1]})
-    return {"resets": int(dyn.resets or 0), "reset_callers": dict(dyn.reset_callers),
+    # torch's own resets (explain's), only where there were some: records stay as they were
+    by_torch = {"reset_callers": dict(dyn.reset_callers)} if dyn.reset_callers else {}
+    return {"resets": int(dyn.resets or 0), **by_torch,
             "frames_compiled": sum(r["compiles"] for r in frames.values()),
             "recompiles": sum(r["recompiles"] for r in frames.values()),
             "codes": [frames[f] for f in sorted(frames, key=_order)],
