@@ -47,7 +47,7 @@ def test_a_check_whose_runs_compiled_no_frame_says_it_with_torchs_reason() -> No
     assert res.verdict == "fail"
     assert res.problems == [
         "no cache events at all: the warm run hit no cache layer: Dynamo compiled 0 frames "
-        "(cold: 0): torch skipped every frame it was handed: " + skipped[0]]
+        "(cold: 0): torch skipped every frame the compiled calls ran: " + skipped[0]]
     report = "\n".join(failure_lines(res))
     assert "outputs: Dynamo compiled 0 frames in either run: the 1 tensor(s) compared came " \
            "from eager code" in report, report

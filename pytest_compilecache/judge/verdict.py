@@ -87,7 +87,7 @@ def nothing_cached(cold: CacheRecord, warm: CacheRecord) -> str:
         return (f"{lead}, though Dynamo compiled {frames} frame(s) (caches disabled, or a "
                 f"backend other than inductor)")
     skipped = warm.dynamo.skipped or cold.dynamo.skipped
-    why = (f": torch skipped every frame it was handed: {'; '.join(skipped[:3])}"
+    why = (f": torch skipped every frame the compiled calls ran: {'; '.join(skipped[:3])}"
            + (f" (+{len(skipped) - 3} more)" if len(skipped) > 3 else "") if skipped
            else ": torch skipped no frame either (no compiled callable was called?)")
     return (f"{lead}: Dynamo compiled 0 frames (cold: "

@@ -137,6 +137,7 @@ def unstable_ids(unstable: List[str], wc: CacheRecord) -> str:
              else c for c in unstable[:3]]
     inputs = sorted({k for c in unstable for k in dyn.hash_inputs.get(c, [])})
     why = "; ".join(HASHED[k] for k in inputs if k in HASHED)
+    why = f": {why}" if why else ""
     ours = [c for c in unstable[:3] if c not in dyn.user_code]
     fixes = ["compile the varying dimension dynamic from the start instead "
              "(torch._dynamo.mark_dynamic(x, 0) on the input, or torch.compile(..., "
@@ -146,7 +147,7 @@ def unstable_ids(unstable: List[str], wc: CacheRecord) -> str:
     if ours:
         fixes.append(f"move {', '.join(ours)} out of the closure")
     return (f"the profile is filed under each code's id, and for {', '.join(shown)} that id "
-            f"holds a hash of its closure that differs per process{': ' * bool(why)}{why}; "
+            f"holds a hash of its closure that differs per process{why}; "
             f"so no saved "
             f"profile would apply. " + "; or ".join(fixes)[:1].upper()
             + "; or ".join(fixes)[1:])
