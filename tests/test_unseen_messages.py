@@ -145,3 +145,4 @@ def test_resets_by_torch_dynamo_explain_are_not_the_tests() -> None:
     assert recompiles.lines({"cold": s, "warm": s}) == [
         "cold and warm: f (t.py:3) compiled 2 times: torch._dynamo.explain called "
         "torch._dynamo.reset() 2 time(s), which drops compiled code; not a guard failure"]
+

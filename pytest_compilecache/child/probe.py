@@ -175,14 +175,23 @@ class CacheObserver:
         """The frames Dynamo skipped and torch's reason (its DEBUG line `skipping: ...`),
         heard by a filter; what reaches the user's handlers stays what their level let
         through before: a check that compiled 0 frames says why."""
-        level = dl.level
-        skips = SkipFilter(self.skipped, dl.getEffectiveLevel())
+        level, before = dl.level, dl.getEffectiveLevel()
+        skips = SkipFilter(self.skipped, before)
+        # its child loggers (torch's `bytecode`, `graph_breaks` artifacts) would inherit
+        # DEBUG, and no filter of this logger stops what they log: each keeps its level
+        children = [c for name, c in logging.Logger.manager.loggerDict.items()
+                    if name.startswith(DYNAMO_LOGGER + ".") and isinstance(c, logging.Logger)
+                    and c.level == logging.NOTSET]
+        for child in children:
+            child.setLevel(before)
         dl.addFilter(skips)
         dl.setLevel(logging.DEBUG)
 
         def restore() -> None:
             dl.removeFilter(skips)
             dl.setLevel(level)
+            for child in children:
+                child.setLevel(logging.NOTSET)
 
         self._restore.append(restore)
 
