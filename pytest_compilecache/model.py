@@ -106,17 +106,19 @@ class CheckResult:
 
     def _eager_summary(self) -> Dict[str, Any]:
         """Of the outputs, what the summary says of compiled vs eager: how many tensors
-        it judged of how many, how many change with the seed (render/lines.eager_coverage)."""
+        it judged of how many, how many change with the seed (render/lines.eager_coverage);
+        and why it compared none, where it did not."""
         out = self.outputs or {}
+        unseen = {"unseen": out["unseen"]} if out.get("unseen") else {}  # lines._unseen_lines
         e = out.get("warm_vs_eager") or out.get("cold_vs_eager")
         if not isinstance(e, dict):
-            return {}
+            return unseen
         kept = {k: e[k] for k in ("ok", "compared", "total") if k in e}
         if e.get("note"):
             kept["note"] = str(e["note"])[:300]
         kept["random_count"] = len(out.get("random") or []) or e.get("random_count") \
             or len(e.get("random") or [])
-        return {"warm_vs_eager": kept}
+        return {"warm_vs_eager": kept, **unseen}
 
     def to_json(self) -> Dict[str, Any]:
         d = asdict(self)

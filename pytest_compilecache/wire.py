@@ -120,9 +120,13 @@ class LimitHit(Wire):
 class DynamoRecord(Wire):
     compiles: List[FrameCompile] = field(default_factory=list)
     limit_hits: List[LimitHit] = field(default_factory=list)
-    resets: Optional[int] = 0
+    resets: Optional[int] = 0  # torch._dynamo.reset() called by the test's own code
+    reset_callers: Dict[str, int] = field(default_factory=dict)  # torch's functions: count
+    skipped: List[str] = field(default_factory=list)  # torch's "skipping: ..." lines
     code_ids: Dict[str, Any] = field(default_factory=dict)   # code -> its closure hash
     user_code: Dict[str, str] = field(default_factory=dict)  # torch's wrapper -> user's
+    # code -> what its closure hash depends on ("address", "strings": probe.py)
+    hash_inputs: Dict[str, List[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -261,6 +265,7 @@ class PhaseRecord(Wire):
     compare_eager: Optional[EagerComparison] = None
     compare_cold: Optional[ColdComparison] = None
     random_note: Optional[str] = None
+    compiled_calls: Optional[int] = None  # outermost compiled calls the test body made
     # digests of the random states at each outermost compiled call's entry (child/replay.py)
     rng_trail: List[Dict[str, str]] = field(default_factory=list)
     # where the eager re-run's random state parted from the compiled run's: {call, generators}

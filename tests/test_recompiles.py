@@ -131,13 +131,13 @@ def test_a_torch_wrapper_frame_is_named_by_the_users_function_it_calls() -> None
     from torch._dynamo.external_utils import wrap_inline
 
     from pytest_compilecache.judge import recompiles
-    from pytest_compilecache.child.probe import _user_function
+    from pytest_compilecache.child.frames import user_function
 
     def rearrange_layer(x):
         return x * 2
 
     inner = wrap_inline(rearrange_layer)
-    user = _user_function(inner.__closure__)
+    user = user_function(inner.__closure__)
     line = rearrange_layer.__code__.co_firstlineno
     assert user == f"rearrange_layer (test_recompiles.py:{line})"
     code = inner.__code__

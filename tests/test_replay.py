@@ -124,10 +124,10 @@ def test_a_compiled_module_that_raises_leaves_the_recorder_at_the_top() -> None:
                 raise ValueError("negative")
             return x * 2
 
-    from pytest_compilecache.child.workload import patch_torch_compile
+    from pytest_compilecache.child.calls import observe_compiled_calls
 
     rec = Recorder()
-    unpatch = patch_torch_compile(rec)
+    unpatch = observe_compiled_calls(rec)
     try:
         m = torch.compile(Boom(), backend="eager")
         rec.active = True
@@ -173,3 +173,42 @@ def test_other_shapes_are_incomparable_not_mismatches() -> None:
         "cold float32[5, 2] vs warm float32[3, 2]")
     eager = compare.compare_with_eager(a, b)
     assert eager["ok"] and eager["compared"] == 0 and eager["incomparable"]
+
+
+def _double(x):
+    return x * 2
+
+
+def test_every_way_of_making_a_compiled_callable_is_recorded() -> None:
+    """torch._dynamo.optimize(...)(fn), module.compile() and an OptimizedModule's
+    dynamo_ctx applied to a method (Lightning's from_compiled), each under its name;
+    compiled again or disabled, torch still finds the user's function."""
+    from pytest_compilecache.child.calls import observe_compiled_calls
+
+    class Lit(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.lin(x)
+
+        def training_step(self, x):
+            return self(x).relu().sum()
+
+    rec = Recorder()
+    unpatch = observe_compiled_calls(rec)
+    try:
+        f = torch._dynamo.optimize("eager")(_double)
+        m, lit = torch.nn.Linear(4, 2), Lit()
+        m.compile(backend="eager")
+        step = torch.compile(lit, backend="eager").dynamo_ctx(lit.training_step)
+        again = torch.compile(f, backend="eager")
+        rec.active = True
+        x = torch.ones(3, 4)
+        f(x), m(x), step(x), again(x)
+    finally:
+        unpatch()
+    assert list(rec.outputs) == ["call0:_double", "call1:Linear",
+                                 "call2:" + Lit.training_step.__qualname__, "call3:_double"]
+    assert torch._dynamo.eval_frame.innermost_fn(again) is f._torchdynamo_orig_callable

@@ -6,15 +6,15 @@ the compiled run's random states (`replay`)."""
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Dict, Optional, Set
 
 import pytest
 
 from pytest_compilecache.child import amp, amplify, float64, randomness, replay
 from pytest_compilecache.child import workload as wl
+from pytest_compilecache.child.failures import first_line, where_in_test
 from pytest_compilecache.child.phase import (ChildPlugin, References, compile_kwargs,
-                                             first_line, model_cases)
+                                             model_cases)
 
 
 class BodyHooks:
@@ -61,6 +61,7 @@ class BodyHooks:
                 return res
             o.result["ran"] = True
             o.result["rng_trail"] = observe.digests()
+            o.result["compiled_calls"] = o.recorder.entered
             self.trail, self.inputs = observe.trail, observe.inputs
             o.save_artifact()
         compiled = dict(o.recorder.outputs)
@@ -150,12 +151,7 @@ class BodyHooks:
 def eager_failed(e: BaseException, pyfuncitem: pytest.Function) -> str:
     """One line: where in the test's own code the eager re-run failed, and what that
     usually means (a body that asserts on what only a compile produces)."""
-    import traceback as tb
-
-    frames = [f for f in tb.extract_tb(e.__traceback__)
-              if os.path.abspath(f.filename) == os.path.abspath(str(pyfuncitem.path))]
-    where = (f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}"
-             + (f" `{frames[-1].line}`" if frames[-1].line else "")) if frames else ""
+    where = where_in_test(e, str(pyfuncitem.path))
     return (f"the test body failed when re-run eagerly (torch.compiler.set_stance"
             f"('force_eager')){where}: {first_line(e)}; a body that asserts on what only a "
             f"compile produces (torch._dynamo.explain, graph-break or compile counts) cannot "

@@ -18,9 +18,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
-from pytest_compilecache.child import coldcompare, compare
+from pytest_compilecache.child import calls, coldcompare, compare
 from pytest_compilecache.child import confinement
 from pytest_compilecache.child.exit import exit_now, stack_before_timeout
+from pytest_compilecache.child.failures import first_line, probe_failed
 from pytest_compilecache.child import randomness, replay
 from pytest_compilecache.paths.base import WarmStartPath
 from pytest_compilecache.child import workload as wl
@@ -119,7 +120,7 @@ class ChildPlugin:
             # which physical GPU that is (--compile-cache-warm-on-other-gpu=pinned: each
             # phase's cuda:0 is another one)
             self.result["cuda_visible"] = os.environ.get("CUDA_VISIBLE_DEVICES")
-        self._unpatch = wl.patch_torch_compile(self.recorder)
+        self._unpatch = calls.observe_compiled_calls(self.recorder)
         self.mark("configured")
 
     def _job_id(self) -> Dict[str, Any]:
@@ -215,9 +216,7 @@ class ChildPlugin:
             with compare.comparing(self.device):
                 return randomness.seed_dependent(eager, probe, again)
         except Exception as e:
-            self.result["random_note"] = ("could not tell which tensors depend on random draws "
-                                          "(the eager reference failed under another seed): "
-                                          + first_line(e))
+            self.result["random_note"] = probe_failed(e, self.spec["nodeid"].split("::")[0])
             return []
         finally:
             self.mark("random_probe_end")
@@ -225,7 +224,7 @@ class ChildPlugin:
     def _original_compile(self) -> Any:
         import torch
 
-        return getattr(torch.compile, "__wrapped__", torch.compile)
+        return torch.compile
 
     @contextlib.contextmanager
     def step(self, what: str) -> Iterator[None]:
@@ -370,11 +369,6 @@ def _calls(outputs: wl.Outputs) -> List[str]:
     """The compiled calls a test body recorded, in order ("call0:fn")."""
     return list(dict.fromkeys(n.split(":", 1)[0] + ":" + n.split(":", 1)[1].split("[")[0]
                               .split(".")[0] for n in outputs if n.startswith("call")))
-
-
-def first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def model_cases(item: pytest.Function) -> List[ModelCase]:

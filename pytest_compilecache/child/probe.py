@@ -18,10 +18,12 @@ import time
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional
 
+from pytest_compilecache.child.frames import (in_torch, user_function,
+                                              closure_hash_inputs, reset_caller)
 from pytest_compilecache.child.settings import SwitchWatch
 from pytest_compilecache.child.tracelog import (AOT_LOGGER, DYNAMO_LOGGER, TRACE_LOGGER,
-                                                AotDebugHandler, LimitHandler, TraceHandler,
-                                                parse_components)
+                                                AotDebugHandler, LimitHandler, SkipFilter,
+                                                TraceHandler, parse_components)
 
 COUNTER_GROUPS = ("aot_autograd", "inductor", "dynamo_cache", "stats", "frames")
 
@@ -86,26 +88,6 @@ def _try(fn: Callable[[], Any]) -> Any:
         return None
 
 
-def _in_torch(filename: str) -> bool:
-    return f"{os.sep}torch{os.sep}" in filename
-
-
-def _user_function(closure: Any) -> Optional[str]:
-    """The user's function a torch wrapper frame (wrap_inline's `inner`) calls: the
-    first function in its closure whose code is not torch's, as 'name (file:line)'."""
-    for cell in closure:
-        try:
-            obj = cell.cell_contents
-        except ValueError:
-            continue
-        code = getattr(getattr(obj, "__func__", obj), "__code__", None)
-        if code is None and hasattr(type(obj), "forward"):  # a module: its forward
-            code = getattr(type(obj).forward, "__code__", None)
-        if code is not None and not _in_torch(code.co_filename):
-            return f"{code.co_name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
-    return None
-
-
 class CacheObserver:
     """start() before the workload, stop() after; `record()` is JSON-serialisable."""
 
@@ -114,9 +96,13 @@ class CacheObserver:
         self.aot_debug: Dict[str, List[str]] = {}
         self.triton_compiles: List[Dict[str, Any]] = []
         self.limit_hits: List[Dict[str, Any]] = []
-        self.resets: List[int] = []  # one per torch._dynamo.reset() the workload called
+        # one per torch._dynamo.reset() in the workload: "" the test's own call (or
+        # torch.compiler.reset()), else the torch function that called it (explain)
+        self.resets: List[str] = []
+        self.skipped: List[str] = []  # frames Dynamo skipped, with torch's reason
         self.code_ids: Dict[str, Any] = {}  # code -> its PGO CodeId's closure hash
         self.user_code: Dict[str, str] = {}  # torch's wrapper code -> the user's it calls
+        self.hash_inputs: Dict[str, List[str]] = {}  # code -> what its closure hash hashes
         self.layers: Dict[str, Any] = {}  # record section -> a layer's own observer
         self._restore: List[Callable[[], None]] = []
         self._before: Dict[str, Dict[str, int]] = {}
@@ -171,6 +157,7 @@ class CacheObserver:
         lh = LimitHandler(self.limit_hits)
         dl.addHandler(lh)  # its level and output stay the user's
         self._restore.append(lambda: dl.removeHandler(lh))
+        self._hear_skips(dl)
         self._count_resets()
         self._record_code_ids()
         for observer in self.layers.values():
@@ -184,16 +171,43 @@ class CacheObserver:
         self._before = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
         self._t0 = time.perf_counter()
 
+    def _hear_skips(self, dl: logging.Logger) -> None:
+        """The frames Dynamo skipped and torch's reason (its DEBUG line `skipping: ...`),
+        heard by a filter; what reaches the user's handlers stays what their level let
+        through before: a check that compiled 0 frames says why."""
+        level, before = dl.level, dl.getEffectiveLevel()
+        skips = SkipFilter(self.skipped, before)
+        # its child loggers (torch's `bytecode`, `graph_breaks` artifacts) would inherit
+        # DEBUG, and no filter of this logger stops what they log: each keeps its level
+        children = [c for name, c in logging.Logger.manager.loggerDict.items()
+                    if name.startswith(DYNAMO_LOGGER + ".") and isinstance(c, logging.Logger)
+                    and c.level == logging.NOTSET]
+        for child in children:
+            child.setLevel(before)
+        dl.addFilter(skips)
+        dl.setLevel(logging.DEBUG)
+
+        def restore() -> None:
+            dl.removeFilter(skips)
+            dl.setLevel(level)
+            for child in children:
+                child.setLevel(logging.NOTSET)
+
+        self._restore.append(restore)
+
     def _count_resets(self) -> None:
         """torch._dynamo.reset() (also what torch.compiler.reset() calls) drops compiled
-        code: the compiles after it are no guard failure."""
+        code: the compiles after it are no guard failure. Who called it: the test, or a
+        torch function (torch._dynamo.explain resets before and after it traces)."""
+        import sys
+
         import torch._dynamo
 
         original = torch._dynamo.reset
         counted = self.resets
 
         def reset(*args: Any, **kwargs: Any) -> Any:
-            counted.append(1)
+            counted.append(reset_caller(sys._getframe(1)))
             return original(*args, **kwargs)
 
         torch._dynamo.reset = reset  # type: ignore[assignment]
@@ -210,7 +224,7 @@ class CacheObserver:
             make = raw.__func__
         except Exception:
             return
-        seen, users = self.code_ids, self.user_code
+        seen, users, inputs = self.code_ids, self.user_code, self.hash_inputs
 
         def recorded(code: Any, *args: Any, **kwargs: Any) -> Any:
             cid = make(code, *args, **kwargs)  # as torch called it (2.11 passes no closure)
@@ -220,8 +234,10 @@ class CacheObserver:
                 h = getattr(cid, "closure_hash", None)
                 if h is not None or where not in seen:  # torch also asks without closure
                     seen[where] = h
-                if closure and _in_torch(code.co_filename):
-                    user = _user_function(closure)
+                if closure and h is not None:
+                    inputs[where] = closure_hash_inputs(closure)
+                if closure and in_torch(code.co_filename):
+                    user = user_function(closure)
                     if user:
                         users[where] = user
             except Exception:
@@ -299,8 +315,14 @@ class CacheObserver:
         failure) and each recompile limit reached: see recompiles.py."""
         out = [{"compile_id": cid, **data} for name, cid, data in self.events
                if name == "compilation_metrics"]
-        return {"compiles": out, "limit_hits": list(self.limit_hits), "resets": len(self.resets),
-                "code_ids": dict(self.code_ids), "user_code": dict(self.user_code)}
+        callers: Dict[str, int] = defaultdict(int)
+        for who in self.resets:
+            if who:
+                callers[who] += 1
+        return {"compiles": out, "limit_hits": list(self.limit_hits),
+                "resets": self.resets.count(""), "reset_callers": dict(callers),
+                "skipped": list(self.skipped), "code_ids": dict(self.code_ids),
+                "user_code": dict(self.user_code), "hash_inputs": dict(self.hash_inputs)}
 
     def record(self) -> Dict[str, Any]:
         sections = {name: obs.record(self.events) for name, obs in self.layers.items()}

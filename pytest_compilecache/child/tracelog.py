@@ -61,6 +61,28 @@ class LimitHandler(logging.Handler):
                               "function": None, "reason": None})
 
 
+class SkipFilter(logging.Filter):
+    """Dynamo's `skipping: <frame> (reason: ..., file: ...)` DEBUG line (every torch
+    2.5+), kept (a few distinct ones); the logger's records below `passes` (the level
+    the user's logging let through before the logger was opened to DEBUG) go no further."""
+
+    KEEP = 8
+
+    def __init__(self, sink: List[str], passes: int) -> None:
+        super().__init__()
+        self.sink = sink
+        self.passes = passes
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("skipping: ") and len(self.sink) < self.KEEP:
+            args = record.args if isinstance(record.args, tuple) else ()
+            text = (f"{args[0]} ({args[1]}: {str(args[2]).split('site-packages/')[-1]})"
+                    if len(args) == 3 else _cut(record.getMessage(), 300))
+            if text not in self.sink:
+                self.sink.append(text)
+        return record.levelno >= self.passes
+
+
 class TraceHandler(logging.Handler):
     WANT = ("fx_graph_cache", "aotautograd_cache", "triton_kernel_info", "recompile_reasons")
 

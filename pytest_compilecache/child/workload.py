@@ -6,7 +6,6 @@ Runs in the child (imports torch lazily); no pytest import.
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
@@ -90,8 +89,8 @@ def flatten(prefix: str, value: Any, out: Outputs) -> None:
 
 
 class Recorder:
-    """Collects outputs of every compiled callable (test-body form) and values that
-    the test records itself; names are positional so cold, warm and eager line up.
+    """Collects outputs of every compiled callable (test-body form; `calls` sees each
+    call) and values that the test records itself; names are positional so cold, warm and eager line up.
 
     Only the outermost compiled call counts: run eagerly, a compiled function may call
     others that torch compiles for itself (flex_attention compiles its own wrapper when
@@ -107,6 +106,11 @@ class Recorder:
         self.calls: Any = None
         self.steps = 0      # optimizer steps taken (counted only where `amplify` asks)
         self.later: set = set()  # names recorded after a second call or an optimizer step
+
+    @property
+    def entered(self) -> int:
+        """Outermost compiled calls entered since the last reset."""
+        return self._entered
 
     def reset(self) -> None:
         self.outputs = {}
@@ -148,48 +152,6 @@ class Recorder:
     def record(self, name: str, value: Any) -> None:
         if self.active:
             self._flatten(f"record:{name}", value)
-
-
-def patch_torch_compile(recorder: Recorder) -> Callable[[], None]:
-    """Wrap torch.compile so each compiled callable's outputs are recorded."""
-    import torch
-
-    original = torch.compile
-
-    @functools.wraps(original)
-    def compile_and_record(model: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if model is None:  # @torch.compile(mode=...) used as a decorator factory
-            return lambda m: compile_and_record(m, *args, **kwargs)
-        compiled = original(model, *args, **kwargs)
-        label = _label(model)
-        if isinstance(compiled, torch.nn.Module):
-            compiled.register_forward_pre_hook(lambda mod, a: recorder.enter(a))
-            # always_call: a forward that raised leaves too (its output then None)
-            compiled.register_forward_hook(
-                lambda mod, a, out: recorder.leave(label, out, record=out is not None),
-                always_call=True)
-            return compiled
-
-        @functools.wraps(compiled)
-        def call(*a: Any, **kw: Any) -> Any:
-            recorder.enter(a)
-            try:
-                out = compiled(*a, **kw)
-            except BaseException:
-                recorder.leave(label, None, record=False)
-                raise
-            return recorder.leave(label, out)
-
-        return call
-
-    torch.compile = compile_and_record  # type: ignore[assignment]
-    return lambda: setattr(torch, "compile", original)
-
-
-def _label(obj: Any) -> str:
-    if hasattr(obj, "__qualname__"):
-        return str(obj.__qualname__)
-    return type(obj).__name__
 
 
 @contextlib.contextmanager

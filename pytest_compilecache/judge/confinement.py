@@ -28,7 +28,7 @@ def foreign_hits(rec: RecordLike) -> List[str]:
         if foreign:
             out.append(f"{layer} hit {len(foreign)} entr(ies) this process never wrote: "
                        + ", ".join(k[:16] for k in foreign[:3]))
-    resets = cache.dynamo.resets
+    resets = (cache.dynamo.resets or 0) + sum(cache.dynamo.reset_callers.values())
     read = sum(g.pgo.read for g in graphs.values())
     if read and not resets:
         out.append(f"dynamo_pgo read {read} profile(s) before writing any")

@@ -109,8 +109,36 @@ def outputs(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord,
             _against_eager(res, phase, cmp)
     _random(res, cold, warm, cold_is_other_code)
     if not warm.outputs:
-        res.notes.append("the workload returned no tensors to compare; record values with "
-                         "the compile_cache fixture's record()")
+        res.outputs["unseen"] = unseen(warm)
+
+
+RECORD = "compile_cache.record(name, value)"
+
+
+def unseen(warm: PhaseRecord) -> str:
+    """Why a check compared no output, in one line (the terminal says it for a passing
+    check too: `equal (0 compared)` read as a pass): the compiled calls it saw returned
+    no tensor, or it saw none, and Dynamo compiled frames all the same, or none."""
+    calls, frames = warm.compiled_calls, warm.cache.counter("frames", "total")
+    lead, tail = "no output seen", f"nothing was compared; record values with {RECORD}"
+    if calls:
+        return (f"{lead}: its {calls} compiled call(s) returned no tensor and the test "
+                f"recorded none: {tail}")
+    if frames:
+        return (f"{lead}: Dynamo compiled {frames} frame(s), through no compiled callable "
+                f"the plugin saw (one made before the phase began, at a conftest's "
+                f"import?), and the test recorded none: {tail}")
+    return f"{lead}: Dynamo compiled 0 frames and the test recorded none: {tail}"
+
+
+def nothing_compiled(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord) -> None:
+    """Outputs of a check where Dynamo compiled 0 frames in both runs: the calls ran
+    eagerly, so what was compared is eager code; said where the comparisons are."""
+    frames = [r.cache.counter("frames", "total") for r in (cold, warm)]
+    if warm.outputs and frames == [0, 0]:
+        res.outputs["unseen"] = (f"Dynamo compiled 0 frames in either run: the "
+                                 f"{len(warm.outputs)} tensor(s) compared came from eager "
+                                 f"code, not from compiled code")
 
 
 def _warm_differs(res: CheckResult, cmp_cold: ColdComparison, cold_is_other_code: bool) -> None:

@@ -102,7 +102,9 @@ def summarize(rec: CacheLike) -> Dict[str, Any]:
             if failed_row is not None and _LIMIT_FAILURE.search(why):
                 limits.append({"limit": "its recompile limit", "function": failed_row["code"],
                                "guard": (failed_row["guards"] or [None])[-1]})
-    return {"resets": int(dyn.resets or 0),
+    # torch's own resets (explain's), only where there were some: records stay as they were
+    by_torch = {"reset_callers": dict(dyn.reset_callers)} if dyn.reset_callers else {}
+    return {"resets": int(dyn.resets or 0), **by_torch,
             "frames_compiled": sum(r["compiles"] for r in frames.values()),
             "recompiles": sum(r["recompiles"] for r in frames.values()),
             "codes": [frames[f] for f in sorted(frames, key=_order)],
@@ -178,13 +180,23 @@ def lines(dynamo: Dict[str, Any]) -> List[str]:
     return [f"{phase}: {x}" for phase in ("cold", "warm") for x in said[phase]]
 
 
+def _resetters(s: Dict[str, Any]) -> str:
+    """Who called torch._dynamo.reset() in a phase, in words: the test, and the torch
+    functions it called that reset (torch._dynamo.explain does, twice)."""
+    said = [f"the test called torch._dynamo.reset() {s['resets']} time(s)"] \
+        if s.get("resets") else []
+    said += [f"{who} called torch._dynamo.reset() {n} time(s)"
+             for who, n in sorted((s.get("reset_callers") or {}).items())]
+    return " and ".join(said)
+
+
 def _phase_lines(s: Dict[str, Any]) -> List[str]:
     out: List[str] = []
+    resets = _resetters(s)
     for r in s.get("codes") or []:
-        if r.get("recompiles") and not r.get("guards") and s.get("resets"):
+        if r.get("recompiles") and not r.get("guards") and resets:
             out.append(f"{r.get('code') or 'frame ' + r['frame']} compiled {r['compiles']} "
-                       f"times: the test called torch._dynamo.reset() {s['resets']} time(s), "
-                       f"which drops compiled code; not a guard failure")
+                       f"times: {resets}, which drops compiled code; not a guard failure")
         elif r.get("recompiles"):
             guards = r.get("guards") or []
             shown = guards[:1] + (guards[-1:] if len(guards) > 1 else [])

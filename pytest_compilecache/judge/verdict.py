@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Set, Union
 from pytest_compilecache import files as fs
 from pytest_compilecache import layers
 from pytest_compilecache.judge import recompiles
-from pytest_compilecache.judge.outputs import note, outputs
+from pytest_compilecache.judge.outputs import nothing_compiled, note, outputs
 from pytest_compilecache.layers.base import Carrier, LayerInputs
 from pytest_compilecache.model import CheckResult, LayerVerdict
 from pytest_compilecache.wire import CacheRecord, PhaseRecord, RecordLike
@@ -72,9 +72,26 @@ def judge(nodeid: str, cold: RecordLike, warm: RecordLike, cold_snap: fs.Snapsho
     recompiles.judge(res, cc, wc, cold_is_other_code)
     if not any(lv.state in ("hit", "miss", "bypass") for lv in res.layers.values()) \
             and not precompiled:  # a miss has its reason above: this is for none at all
-        res.problems.append("no cache events at all: the warm run hit no cache layer (caches "
-                            "disabled, a backend other than inductor, or nothing compiled)")
+        res.problems.append(nothing_cached(cc, wc))
+        nothing_compiled(res, c, w)
     return res.finalize()
+
+
+def nothing_cached(cold: CacheRecord, warm: CacheRecord) -> str:
+    """Why no layer saw an event, as far as the records know: Dynamo compiled frames
+    (then the caches were off, or the backend was not Inductor), or it compiled none,
+    with torch's reason for each frame it skipped."""
+    lead = "no cache events at all: the warm run hit no cache layer"
+    frames = warm.counter("frames", "total")
+    if frames:
+        return (f"{lead}, though Dynamo compiled {frames} frame(s) (caches disabled, or a "
+                f"backend other than inductor)")
+    skipped = warm.dynamo.skipped or cold.dynamo.skipped
+    why = (f": torch skipped every frame the compiled calls ran: {'; '.join(skipped[:3])}"
+           + (f" (+{len(skipped) - 3} more)" if len(skipped) > 3 else "") if skipped
+           else ": torch skipped no frame either (no compiled callable was called?)")
+    return (f"{lead}: Dynamo compiled 0 frames (cold: "
+            f"{cold.counter('frames', 'total')}){why}")
 
 
 def _warm_writes(res: CheckResult, warm_files: Dict[str, List[str]],

@@ -107,13 +107,7 @@ def _pgo_without_job_id(lv: LayerVerdict, wc: CacheRecord,
             f"{frames} ({shape[0].strip()}). Every restart pays this static-then-dynamic "
             f"recompile. ")
     if unstable:
-        lv.reasons = [
-            lead + f"A job id would not help: the profile is filed under each code's id, "
-            f"and for {', '.join(unstable[:3])} that id differs per process (a closure over "
-            f"a function, whose hash Python randomizes per process), so no saved profile "
-            f"would apply. Compile the varying dimension dynamic from the start instead "
-            f"(torch._dynamo.mark_dynamic(x, 0) on the input, or torch.compile(..., "
-            f"dynamic=True)), or move the function out of the closure"]
+        lv.reasons = [lead + "A job id would not help: " + unstable_ids(unstable, wc)]
         return lv
     lv.reasons = [
         lead + "Set a job id that is stable per model in production "
@@ -121,6 +115,42 @@ def _pgo_without_job_id(lv: LayerVerdict, wc: CacheRecord,
         "docs: the id tells torch that two runs are the same workload and may share "
         "profiles, so never share one between different models or topologies"]
     return lv
+
+
+# what a closure hash depends on (child/probe.closure_hash_inputs), why it moves per process
+HASHED = {
+    "address": "hash(None), which on Python <= 3.11 is None's memory address and moves with "
+               "every process (address randomisation), PYTHONHASHSEED or not (Python 3.12+ "
+               "hashes None as a constant)",
+    "strings": "the hash of the closed-over function's code, whose names are strings, "
+               "which Python hashes differently per process unless PYTHONHASHSEED is fixed",
+}
+
+
+def unstable_ids(unstable: List[str], wc: CacheRecord) -> str:
+    """Why a code's profile id differs per process, from what torch hashes
+    (torch._dynamo.pgo.CodeId.make: `hash()` over each closure cell's function code,
+    None for any other value), and what the user can do: a torch wrapper's closure
+    (wrap_inline's `inner`) is torch's, never the test's to move."""
+    dyn = wc.dynamo
+    shown = [f"torch's own wrapper {c} around {dyn.user_code[c]}" if c in dyn.user_code
+             else c for c in unstable[:3]]
+    inputs = sorted({k for c in unstable for k in dyn.hash_inputs.get(c, [])})
+    why = "; ".join(HASHED[k] for k in inputs if k in HASHED)
+    why = f": {why}" if why else ""
+    ours = [c for c in unstable[:3] if c not in dyn.user_code]
+    fixes = ["compile the varying dimension dynamic from the start instead "
+             "(torch._dynamo.mark_dynamic(x, 0) on the input, or torch.compile(..., "
+             "dynamic=True))"]
+    if inputs == ["strings"]:
+        fixes.append("fix PYTHONHASHSEED in every process that serves it")
+    if ours:
+        fixes.append(f"move {', '.join(ours)} out of the closure")
+    return (f"the profile is filed under each code's id, and for {', '.join(shown)} that id "
+            f"holds a hash of its closure that differs per process{why}; "
+            f"so no saved "
+            f"profile would apply. " + "; or ".join(fixes)[:1].upper()
+            + "; or ".join(fixes)[1:])
 
 
 def _unstable_code_ids(cc: CacheRecord, wc: CacheRecord) -> List[str]:

@@ -75,12 +75,14 @@ def failure_lines(r: CheckResult) -> List[str]:
     if other:
         lines += ["", *[f"  {p}" for p in other]]
     out = r.outputs or {}
-    if out.get("warm_vs_cold"):
+    if out.get("unseen"):  # no comparison line reads `equal` over nothing, or eager code
+        lines.append(f"  outputs: {out['unseen']}")
+    elif out.get("warm_vs_cold"):
         c = out["warm_vs_cold"]
         lines.append(f"  outputs: warm vs cold ({c.get('mode')}): "
                      f"{'equal' if c.get('ok') else 'DIFFER'} ({c.get('compared')} compared)")
     e = out.get("warm_vs_eager") or {}
-    if e.get("rule"):
+    if e.get("rule") and not out.get("unseen"):
         worst = (e.get("float64") or {}).get("worst")
         judged = eager_coverage(r)
         lines.append(f"  outputs: warm compiled vs eager ({e['rule']}): "
@@ -172,6 +174,7 @@ def summary_lines(results: Sequence[CheckResult], quiet: bool = False) -> List[s
         results = [r for r in results if r.verdict not in FOLDED]
     lines = _table(results) + _folded_line(folded)
     lines += _eager_lines(results, folded)
+    lines += _unseen_lines(results, folded)
     lines += _accepted_lines(results, folded)
     lines += _sections(results)
     devices = sorted({r.device for r in [*results, *folded] if r.device})
@@ -213,6 +216,17 @@ def _eager_lines(results: Sequence[CheckResult], folded: Sequence[CheckResult]) 
     if partial:
         lines.append(f"... of which {partial} compared only part of their tensors with eager "
                      f"(listed without -q)")
+    return lines
+
+
+def _unseen_lines(results: Sequence[CheckResult], folded: Sequence[CheckResult]) -> List[str]:
+    """Each listed check that compared no output (or only eager code), one line each,
+    a passing one too (a failing one says it in its report); the folded ones counted."""
+    lines = [f"{r.label}: outputs: {(r.outputs or {})['unseen']}" for r in results
+             if r.verdict not in ("fail", "error") and (r.outputs or {}).get("unseen")]
+    hidden = sum(1 for r in folded if (r.outputs or {}).get("unseen"))
+    if hidden:
+        lines.append(f"... of which {hidden} compared no output (listed without -q)")
     return lines
 
 
