@@ -12,7 +12,7 @@ test draws too: a note, not a verdict on the model. Pure: reads typed phase reco
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from pytest_compilecache.layers import keys
 from pytest_compilecache.model import CheckResult
@@ -76,7 +76,8 @@ def _drifted(e: CacheEntry, twin: CacheEntry) -> str:
     return f"{where}: key drifted: {what}" + (f" ({' / '.join(lines)})" if lines else "")
 
 
-def _changed_lines(gm: Optional[dict]) -> List[str]:  # type: ignore[type-arg]
+def _changed_lines(gm: Optional[Dict[str, Any]]) -> List[str]:
+    """The first lines of graph code the reseeded restart changed."""
     if gm is None:
         return []
     diff = keys.graph_code_diff(gm["cold"], gm["warm"], labels=("seeded", "reseeded"))
