@@ -26,7 +26,7 @@ class PhaseSpec(TypedDict, total=False):
     """What the controller tells a phase child (`phases/<phase>-spec.json`, written by
     controller/check.py, read by child/phase.py): the wire's other direction."""
     wire_version: int
-    phase: str            # cold | warm | fresh | repeat
+    phase: str            # cold | warm | fresh | repeat | reseeded
     nodeid: str
     out: str              # where the child writes its PhaseRecord
     device: str
@@ -47,6 +47,7 @@ class PhaseSpec(TypedDict, total=False):
     watched: Dict[str, str]
     save_outputs: str
     compare_outputs: str
+    python_seed: int      # seeds Python's random and numpy's instead of `seed` (replay.py)
 
 # -- the cache record (probe.py's CacheObserver.record) --------------------------------
 
@@ -268,6 +269,8 @@ class PhaseRecord(Wire):
     compiled_calls: Optional[int] = None  # outermost compiled calls the test body made
     # digests of the random states at each outermost compiled call's entry (child/replay.py)
     rng_trail: List[Dict[str, str]] = field(default_factory=list)
+    # the per-process generators (random, numpy) the test drew from (child/replay.py)
+    drew: List[str] = field(default_factory=list)
     # where the eager re-run's random state parted from the compiled run's: {call, generators}
     eager_parted: Dict[str, Any] = field(default_factory=dict)
     artifact: ArtifactRecord = field(default_factory=ArtifactRecord)

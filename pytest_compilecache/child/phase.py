@@ -81,6 +81,7 @@ class ChildPlugin:
         # forked by the preloaded launcher: where to list what this phase imports
         self._imports_out = os.environ.pop(IMPORTS_OUT_ENV, None)
         self._modules_before = set(sys.modules)
+        self._seeded: Optional[replay.State] = None  # the generators as seeded for the test
 
     def mark(self, stage: str) -> None:
         self.marks.setdefault(stage, time.time())
@@ -139,7 +140,8 @@ class ChildPlugin:
         """Before the test's fixtures, in both phases: torch's, Python's and numpy's
         generators from the check's seed, once (`replay`)."""
         if item.nodeid == self.spec["nodeid"]:
-            replay.seed_all(int(self.spec.get("seed", 0)))
+            replay.seed_all(int(self.spec.get("seed", 0)), self.spec.get("python_seed"))
+            self._seeded = replay.capture()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: List[pytest.Item]) -> None:
@@ -198,6 +200,8 @@ class ChildPlugin:
             raise
         finally:
             self.mark("workload_end")
+            if self._seeded is not None:  # the reseeded restart's cue (`replay`)
+                self.result["drew"] = replay.moved(self._seeded)
             self.observer.stop()
             self.check_confined("after the workload")
 
@@ -243,8 +247,9 @@ class ChildPlugin:
     def finish(self, compiled: wl.Outputs, references: Callable[[], References]) -> None:
         """After the workload: the references and the comparisons, where the path's rule
         reads outputs; a recording of keys reads none, so it makes no eager, seed-probe
-        or float64 re-run (they would cost as much as the workload again)."""
-        if self.path.compares_outputs:
+        or float64 re-run (they would cost as much as the workload again); nor does a
+        restart under other Python-side draws (`replay`), whose outputs follow them."""
+        if self.path.compares_outputs and self.spec.get("python_seed") is None:
             self._finish(compiled, references())
             return
         try:

@@ -16,6 +16,19 @@ so that cold and warm draw alike; a test that seeds itself gets the draws it get
 without the plugin. Import-time draws stay per process (a constant drawn at import
 drifts between restarts in production too).
 
+That seeding would hide one thing a real restart does. torch's generators start from a
+fixed seed in every process, but Python's `random` and numpy's global generator are
+seeded from the OS: a value the model draws from them (a jittered temperature kept as
+a float) is a graph constant that differs at every production restart, so every
+restart misses the FX and AOTAutograd caches. The rule: the outputs are judged on
+phases that draw alike (cold, warm), the keys also on a restart whose Python-side
+draws differ. Where the phase saw the test draw from those two generators (`moved`),
+a third phase (`reseeded`, paths/local.py) restarts over the warm root with torch's
+seed unchanged and theirs another (`seed_all`'s `python_seed`), and compares no
+outputs. Drawn test data (sizes under dynamic shapes) hits there as in a real
+restart; a drawn constant misses with the graph code changed, and the check fails
+(judge/reseeded.py). A test that seeds itself draws alike again and hits.
+
 Runs in the child with torch alone; no pytest.
 """
 from __future__ import annotations
@@ -46,15 +59,30 @@ def _numpy() -> Any:
     return numpy
 
 
-def seed_all(seed: int) -> None:
-    """Before the test, in both phases: the three generators from one seed."""
+# the generators a production process seeds from the OS (torch's start from a fixed seed)
+PER_PROCESS = ("random", "numpy")
+
+
+def seed_all(seed: int, python_seed: Optional[int] = None) -> None:
+    """Before the test, in every phase: the three generators from one seed, or Python's
+    and numpy's from `python_seed` (the reseeded restart: their draws differ, torch's
+    do not)."""
     import torch
 
     torch.manual_seed(seed)
-    random.seed(seed)
+    other = seed if python_seed is None else python_seed
+    random.seed(other)
     np = _numpy()
     if np is not None:
-        np.random.seed(seed)
+        np.random.seed(other)
+
+
+def moved(since: State) -> List[str]:
+    """The per-process generators (`PER_PROCESS`) whose state changed since `since`:
+    the test drew from them."""
+    now = capture()
+    return [name for name in PER_PROCESS if name in since
+            and digests({name: since[name]}) != digests({name: now.get(name)})]
 
 
 def capture() -> State:

@@ -26,6 +26,7 @@ from pytest_compilecache.history import trend
 from pytest_compilecache.isolation import (CacheRoot, phase_env, private_settings,
                                            resolve_job_id, share_precompiled_headers)
 from pytest_compilecache.judge import accepted, confinement
+from pytest_compilecache.judge.reseeded import unjudged
 from pytest_compilecache.model import OK_VERDICTS, CheckResult, error_result
 from pytest_compilecache.wire import WIRE_VERSION, PhaseRecord, PhaseSpec
 from pytest_compilecache.settings import Settings
@@ -132,6 +133,8 @@ class CheckRun:
         self.roots.append(root)
         saved_env: Optional[str] = None  # the environment the restored phase ran in
         for i, plan in enumerate(self.path.phases):
+            if plan.python_seed is not None and not self._drew():
+                continue  # other Python-side draws change nothing where none were made
             phase = self.phase_now = plan.name
             try:
                 saved, root = stored.find(self, root) if plan.from_store else (None, root)
@@ -167,6 +170,9 @@ class CheckRun:
                 rec, failure = self.run_phase(where, phase, tree=tree,
                                               extra=self.extra(plan, where),
                                               env_extra=env_extra)
+            if (failure is not None or rec is None) and plan.python_seed is not None:
+                self.notes.append(unjudged(plan.name, failure))  # other draws: no verdict
+                break
             if failure is not None or rec is None:  # a phase with no record has failed
                 result = self.path.failed(phase, rec or PhaseRecord(), failure or error_result(
                     nodeid, phase, "left no record", "", self.timings))
@@ -209,11 +215,17 @@ class CheckRun:
             "cold_outputs": str(root.phases / "cold-outputs.pt"), "via": self.path.via,
         } if plan.artifact else {}
         extra["path"] = self.path.name  # the child takes its side of the same path
+        if plan.python_seed is not None:
+            extra["python_seed"] = plan.python_seed
         if plan.keeps_outputs:
             extra["save_outputs"] = str(root.phases / f"{plan.name}-outputs.pt")
         if plan.compare_with:
             extra["compare_outputs"] = str(root.phases / f"{plan.compare_with}-outputs.pt")
         return extra
+
+    def _drew(self) -> bool:
+        """An earlier phase saw the test draw from Python's random or numpy's generator."""
+        return any(rec.drew for rec in self.recs.values())
 
     # -- what the session keeps of it ------------------------------------------------------
     @staticmethod
@@ -377,3 +389,4 @@ class CheckRun:
             from pytest_compilecache.launch.descendants import leftovers_note
 
             self.notes.append(leftovers_note(phase, launched.leftovers))
+

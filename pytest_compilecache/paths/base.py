@@ -47,6 +47,9 @@ class PhasePlan:
     shared_root: bool = False  # the cache root the variants of the test function share
     #                            (controller/variants.py), taken in turns; skipped for a
     #                            test with no other variant in the session
+    python_seed: Optional[int] = None  # Python's random and numpy's from this seed, not the
+    #                                    check's (child/replay.py); run only where an earlier
+    #                                    phase drew from them, and compares no outputs
 
     @property
     def starts_warm(self) -> bool:
