@@ -97,9 +97,7 @@ def test_an_entry_the_turn_could_not_save_is_no_entry_and_both_turns_are_errors(
     assert "though its own cold run saved them" in problem
     # an entry torch never saves (its own cold run did not either) is no error
     assert shared.record(TWO, recs["cold"], set()) == {}
-
-
-def test_a_false_hit_with_an_unsaved_entry_beside_it_stays_a_false_hit() -> None:
+    # a false hit proven beside an unsaved entry stays the false hit (a fail)
     rec = load("false_hit_custom_pass")
     seen = rec["recs"]["shared"]["variants"]
     seen["unsaved"] = dict(list(seen["loaded"].items())[:1])
