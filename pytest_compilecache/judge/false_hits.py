@@ -108,8 +108,8 @@ def turn_faults(seen: Mapping[str, Any]) -> List[str]:
         writers = ", ".join(_variant_name(w) for w in _writers(missing.values()))
         out.append(f"shared cache: this turn compiled {_entries(missing)} under the keys that "
                    f"{writers} compiled before it and could not save "
-                   f"({_dirs(missing, root)}): saved, they would have been loaded here, and whether "
-                   f"they give this variant's numbers is unknown. {SAVE_FIX}")
+                   f"({_dirs(missing, root)}): saved, they would have been loaded here, "
+                   f"and whether they give this variant's numbers is unknown. {SAVE_FIX}")
     if seen.get("unusable"):
         out.append(f"shared cache: {seen['unusable']}")
     return out
