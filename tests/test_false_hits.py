@@ -191,3 +191,93 @@ def test_a_trackers_false_hit_an_allow_in_graph_callable_under_checkpoint_is_cau
     # the forward's output and the gradients both carry the writer's setting
     assert {m["name"] for m in c["outputs"]["shared_vs_cold"]["mismatches"]} >= {"record:out"}
     assert session["checks"]["test_checkpointed[two]"]["verdict"] == "pass"
+
+
+# Issue 50 point 5: the turn must never pass a false hit it could not reach. In
+# `test_quota`, [two]'s turn finds the shared root's fxgraph and aotautograd refusing
+# writes (files where torch makes its dirs: a quota, a full disk; permission bits bind no
+# root user), and the conftest gives them back before [three]'s turn; in `test_removed`
+# the conftest removes the shared root between the turns. Untouched, [three] is the false
+# hit above.
+FAULTS = "import os\n" + TESTS.split("\n@pytest.mark.compile_cache")[0] + '''
+def refuse_writes_in_the_shared_turn():
+    cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    if cache.startswith(os.environ["PYTEST_COMPILECACHE_SHARED_DIR"] + os.sep):
+        for name in ("fxgraph", "aotautograd"):
+            open(os.path.join(cache, name), "w").close()
+
+
+@pytest.mark.compile_cache
+@pytest.mark.parametrize("scale", [2.0, 3.0], ids=["two", "three"])
+def test_quota(scale):
+    if scale == 2.0:
+        refuse_writes_in_the_shared_turn()
+    assert serve(scale, keyed=False).shape == (4, 8)
+
+
+@pytest.mark.compile_cache
+@pytest.mark.parametrize("scale", [2.0, 3.0], ids=["two", "three"])
+def test_removed(scale):
+    assert serve(scale, keyed=False).shape == (4, 8)
+'''
+
+BETWEEN_TURNS = '''
+import os
+import shutil
+from pathlib import Path
+
+
+def _shared_root(function):
+    parent = Path(os.environ["PYTEST_COMPILECACHE_SHARED_DIR"])
+    [root] = [p for p in parent.glob(function.replace("_", "-") + "-*") if p.is_dir()]
+    return root
+
+
+def pytest_compilecache_between_phases(item, cache_root):
+    """After [three]'s cold phase: [two]'s turn is over, [three]'s to come."""
+    if item.name == "test_quota[three]":
+        for name in ("fxgraph", "aotautograd"):
+            os.remove(_shared_root("test_quota") / "inductor" / name)
+    elif item.name == "test_removed[three]":
+        shutil.rmtree(_shared_root("test_removed"))
+'''
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    path = tmp_path_factory.mktemp("repo_variant_faults")
+    run = run_repo(path, {"test_variants.py": FAULTS, "conftest.py": BETWEEN_TURNS},
+                   "-p", "no:randomly", "--compile-cache-share-variants", timeout=1500)
+    assert run.report is not None, run.out[-3000:]
+    return {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
+
+
+def test_a_turn_that_could_not_save_its_entries_and_the_turn_after_it_are_errors(
+        faults: Dict[str, Any]) -> None:
+    two, three = faults["test_quota[two]"], faults["test_quota[three]"]
+    assert two["verdict"] == "error", (two["problems"], two["notes"])
+    # (torch counts the FX write it could not make, and outcome.py says so; not AOTAutograd's)
+    [problem] = [p for p in two["problems"] if p.startswith("shared cache:")]
+    assert problem.startswith("shared cache: this turn could not save the aot_autograd "
+                              "entry "), problem
+    assert "/inductor/aotautograd, " in problem and "/inductor/fxgraph)" in problem
+    assert "though its own cold run saved them" in problem
+    assert "Fix: give the shared root room and write access" in problem
+    # [three] compiled its own entries under the keys [two] could not save: no pass
+    assert three["verdict"] == "error", (three["problems"], three["notes"])
+    [problem] = three["problems"]
+    assert problem.startswith("shared cache: this turn compiled the aot_autograd entry "), problem
+    assert "under the keys that variant [two] compiled before it and could not save" in problem
+    assert not any("loaded none of the entries" in n for n in three["notes"]), three["notes"]
+
+
+def test_a_shared_root_removed_between_turns_is_an_error_never_made_again(
+        faults: Dict[str, Any]) -> None:
+    assert faults["test_removed[two]"]["verdict"] == "pass"
+    three = faults["test_removed[three]"]
+    assert three["verdict"] == "error", (three["problems"], three["notes"])
+    assert three["error"].startswith("shared phase was not run: the cache root this test "
+                                     "function's variants share, "), three["error"]
+    assert "is gone since it was made for the first variant's turn" in three["error"]
+    assert "run the session again" in three["error"]
+    assert not any("the first variant" in n for n in three["notes"]), three["notes"]

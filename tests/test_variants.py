@@ -110,46 +110,6 @@ def test_a_shared_root_someone_else_could_write_is_refused(tmp_path: Path) -> No
         caches.root_for("t.py::test_f[b]")
 
 
-def test_the_ledger_names_each_entry_by_its_first_writer_and_a_loader_sees_it(
-        tmp_path: Path) -> None:
-    rec = load("false_hit_custom_pass")["recs"]
-    caches = variants.SharedCaches(tmp_path, {"t.py::test_f": 2})
-    shared = caches.root_for("t.py::test_f[two]")
-    assert shared is not None
-    two = variants.Variant("t.py::test_f[two]", "two", {"scale": "2.0"})
-    three = variants.Variant("t.py::test_f[three]", "three", {"scale": "3.0"})
-    with shared.turn():
-        assert variants.seen_by(shared.written(), rec["cold"], two)["loaded"] == {}
-        shared.record(two, rec["cold"])  # the cold run's misses: what it wrote
-    written = shared.written()
-    assert {e["layer"] for e in written.values()} == {"aot_autograd", "fx_graph"}
-    assert {e["writer"]["id"] for e in written.values()} == {"two"}
-    seen = variants.seen_by(written, rec["shared"], three)  # its hits on the same keys
-    assert set(seen["loaded"]) == set(written) and seen["not_loaded"] == {}
-    assert seen["writers"] == ["t.py::test_f[two]"]
-    # the writer itself loads nothing "from another variant"
-    assert variants.seen_by(written, rec["shared"], two)["loaded"] == {}
-    shared.record(three, rec["shared"])  # hits write nothing; the first writer stays
-    assert shared.written() == written
-
-
-@pytest.mark.parametrize("damage", ["not json", "[1, 2]", "[" * 100_000, "symlink", "huge"])
-def test_a_damaged_ledger_is_no_entries_never_a_crash(tmp_path: Path, damage: str) -> None:
-    caches = variants.SharedCaches(tmp_path, {"t.py::test_f": 2})
-    shared = caches.root_for("t.py::test_f[a]")
-    assert shared is not None
-    ledger = shared.root.phases / variants.LEDGER
-    if damage == "symlink":
-        (tmp_path / "elsewhere.json").write_text(json.dumps({"k": {"writer": {}}}))
-        ledger.symlink_to(tmp_path / "elsewhere.json")
-    elif damage == "huge":
-        with open(ledger, "wb") as f:
-            f.truncate(variants.LEDGER_MAX_BYTES + 1)
-    else:
-        ledger.write_text(damage)
-    assert shared.written() == {}
-
-
 # -- the false-hit rule on real records ---------------------------------------------------
 
 
@@ -308,8 +268,8 @@ def test_the_check_item_keeps_its_parameters(pytester: pytest.Pytester) -> None:
 
 
 def test_seen_by_keeps_the_ledger_small() -> None:
-    ledger = {f"k{i}": {"layer": "fx_graph", "graph": "0/0", "writer": {"nodeid": "t[a]"}}
-              for i in range(40)}
+    ledger = variants.Ledger({f"k{i}": {"layer": "fx_graph", "graph": "0/0",
+                                        "writer": {"nodeid": "t[a]"}} for i in range(40)})
     seen = variants.seen_by(ledger, {"cache": {"graphs": {}}},
                             variants.Variant("t[b]", "b", {}))
     assert len(seen["not_loaded"]) == 16 and seen["loaded"] == {}

@@ -11,6 +11,11 @@ difference of the shared run's forward output and parameter gradients from the c
 and a verdict: FALSE HIT when the shared run hit and its numbers differ.
 
     python benchmarks/false_hits/plain_variants.py [SCENARIO ...] [--atol 1e-6] [--keep DIR]
+        [--fault quota|removed]
+
+--fault quota: the shared dir's fxgraph and aotautograd refuse the first variant's writes
+(files where torch makes its dirs), given back before the second; --fault removed: the
+shared dir removed between the variants. What the plugin's shared turn must not pass.
 
 No SCENARIO, or `all`, runs every scenario. Scenarios (two variants each, tiny CPU models):
 
@@ -33,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -203,14 +209,29 @@ def verdict(shared: Dict[str, Any], cold: Dict[str, Any], d_out: float, d_grad: 
     return "miss, DIFFERS (nondeterminism?)" if differs else "miss, equal"
 
 
-def run_scenario(scenario: str, root: Path, atol: float) -> None:
+def _fault(fault: str, i: int, shared_cache: Path) -> None:
+    """Before variant `i`'s shared run: the fault the shared dir takes (none by default)."""
+    inductor = shared_cache / "inductor"
+    if fault == "quota" and i == 0:
+        inductor.mkdir(parents=True)
+        for name in ("fxgraph", "aotautograd"):
+            (inductor / name).touch()
+    elif fault == "quota" and i == 1:
+        for name in ("fxgraph", "aotautograd"):
+            (inductor / name).unlink()
+    elif fault == "removed" and i == 1:
+        shutil.rmtree(shared_cache)
+
+
+def run_scenario(scenario: str, root: Path, atol: float, fault: str = "none") -> None:
     shared_cache = root / scenario / "shared-cache"
-    print(f"\n## {scenario} (torch {torch.__version__})\n")
+    print(f"\n## {scenario} (torch {torch.__version__}; fault: {fault})\n")
     print("| variant | fx hit/miss | aot hit/miss | cold fx/aot miss | max abs d out | "
           "max abs d grad | verdict | s |")
     print("|---|---|---|---|---|---|---|---|")
-    for setting in VARIANTS[scenario]:
+    for i, setting in enumerate(VARIANTS[scenario]):
         start = time.monotonic()
+        _fault(fault, i, shared_cache)
         shared = run_child(scenario, setting, shared_cache, root / scenario / setting / "shared")
         cold = run_child(scenario, setting, root / scenario / setting / "cold-cache",
                          root / scenario / setting / "cold")
@@ -236,6 +257,8 @@ def main() -> None:
     parser.add_argument("--atol", type=float, default=1e-6,
                         help="a larger difference counts (one compiled code's CPU runs are bitwise equal)")
     parser.add_argument("--keep", type=Path, help="keep caches and numbers under this dir (must not exist)")
+    parser.add_argument("--fault", choices=("none", "quota", "removed"), default="none",
+                        help="what the shared dir takes between the variants (the docstring)")
     args = parser.parse_args()
     names = list(VARIANTS) if not args.scenarios or args.scenarios == ["all"] else args.scenarios
     unknown = [n for n in names if n not in VARIANTS]
@@ -244,11 +267,11 @@ def main() -> None:
     if args.keep:
         args.keep.mkdir(parents=True)
         for name in names:
-            run_scenario(name, args.keep, args.atol)
+            run_scenario(name, args.keep, args.atol, args.fault)
         return
     with tempfile.TemporaryDirectory(prefix="false-hits-") as tmp:
         for name in names:
-            run_scenario(name, Path(tmp), args.atol)
+            run_scenario(name, Path(tmp), args.atol, args.fault)
 
 
 if __name__ == "__main__":

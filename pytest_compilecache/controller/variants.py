@@ -21,17 +21,16 @@ import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
-from pytest_compilecache import jsonfile
-from pytest_compilecache.files import write_json_atomic
+from pytest_compilecache import files as fs
+from pytest_compilecache.controller import written
+from pytest_compilecache.controller.written import LAYERS, LEDGER, Ledger
 from pytest_compilecache.isolation import ROOT_PARTS, CacheRoot
 from pytest_compilecache.layers.keys import EXTENSION
+from pytest_compilecache.model import error_result
 
 SHARED_DIR_ENV = "PYTEST_COMPILECACHE_SHARED_DIR"
-LEDGER = "written.json"
-LEDGER_MAX_BYTES = 64 << 20  # ~640 components a graph; thousands of graphs fit
-LAYERS = ("aot_autograd", "fx_graph")
 
 
 def group_of(nodeid: str) -> str:
@@ -67,51 +66,39 @@ class SharedRoot:
         finally:
             os.close(fd)  # releases the flock
 
-    def written(self) -> Dict[str, Dict[str, Any]]:
-        """key -> {layer, graph, backward, components, writer}: every entry a turn wrote
-        (bounded, validated: a damaged ledger is no entries, never a crash)."""
-        path = self.root.phases / LEDGER
-        try:
-            if path.is_symlink():
-                return {}
-            data = jsonfile.load(path, limit=LEDGER_MAX_BYTES)
-        except (OSError, jsonfile.Unreadable):
-            return {}
-        return {k: v for k, v in data.items() if isinstance(v, dict)} \
-            if isinstance(data, dict) else {}
+    def ledger(self) -> Ledger:
+        """What the turns before saved here (written.Damaged where it cannot say)."""
+        return written.load(self.root.phases / LEDGER)
 
-    def record(self, variant: Variant, rec: Mapping[str, Any]) -> None:
-        """After a turn: the entries it wrote (its misses; a key already written by an
-        earlier turn keeps its first writer)."""
-        ledger = self.written()
-        graphs = ((rec.get("cache") or {}).get("graphs") or {})
-        for gid, events in graphs.items():
-            for layer in LAYERS:
-                for e in (events or {}).get(layer) or []:
-                    key = e.get("key")
-                    if e.get("state") == "miss" and key and key not in ledger:
-                        ledger[key] = {"layer": layer, "graph": gid,
-                                       "backward": bool(e.get("backward")),
-                                       "components": e.get("components") or [],
-                                       "writer": variant.to_json()}
-        write_json_atomic(self.root.phases / LEDGER, ledger)
+    def record(self, variant: Variant, rec: Mapping[str, Any], own_saved: Set[str]
+               ) -> Dict[str, Dict[str, Any]]:
+        """After a turn: enter the entries it saved here (a key already written by an
+        earlier turn keeps its first writer), and those it could not save (its own cold
+        run saved them): returned, for its verdict."""
+        ledger = self.ledger()
+        unsaved = written.after_turn(ledger, variant.to_json(), rec, self.root.inductor,
+                                     own_saved)
+        written.save(self.root.phases / LEDGER, ledger)
+        return unsaved
 
 
-def seen_by(ledger: Mapping[str, Dict[str, Any]], rec: Mapping[str, Any], me: Variant
-            ) -> Dict[str, Any]:
+def seen_by(ledger: Ledger, rec: Mapping[str, Any], me: Variant) -> Dict[str, Any]:
     """What the judge needs of the ledger for one turn: this variant, the entries other
-    variants wrote that it loaded (its hits on their keys), and those it did not (for
-    saying which components kept it from them)."""
+    variants wrote that it loaded (its hits on their keys), those it did not (for
+    saying which components kept it from them), and `missing`: the keys it compiled
+    that another variant compiled before it and could not save (it would have loaded them)."""
     hit = {e.get("key") for events in ((rec.get("cache") or {}).get("graphs") or {}).values()
            for layer in LAYERS for e in (events or {}).get(layer) or []
            if e.get("state") == "hit"}
-    others = {k: v for k, v in ledger.items()
-              if (v.get("writer") or {}).get("nodeid") != me.nodeid}
+    others = {k: v for k, v in ledger.entries.items() if v["writer"]["nodeid"] != me.nodeid}
+    compiled = {str(e["key"]) for _, _, e in written.missed(rec)}
+    missing = {k: v for k, v in ledger.unsaved.items()
+               if k in compiled and v["writer"]["nodeid"] != me.nodeid}
     return {"variant": me.to_json(),
             "loaded": {k: _named(v) for k, v in others.items() if k in hit},
             "not_loaded": dict(list((k, v) for k, v in others.items() if k not in hit)[:16]),
-            "writers": sorted({(v.get("writer") or {}).get("nodeid", "?")
-                               for v in others.values()})}
+            "writers": sorted({v["writer"]["nodeid"] for v in others.values()}),
+            "missing": dict(list(missing.items())[:16])}
 
 
 def _named(entry: Mapping[str, Any]) -> Dict[str, Any]:
@@ -139,24 +126,46 @@ class SharedCaches:
             return None
         slug = "".join(c if c.isalnum() else "-" for c in group.split("::")[-1])[:40]
         name = f"{slug}-{hashlib.sha256(group.encode()).hexdigest()[:12]}"
-        path = self.parent / name
-        lock = self.parent / f"{name}.lock"
+        path, lock = self.parent / name, self.parent / f"{name}.lock"
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:  # made once, by whichever variant comes first
+        try:  # made once, by whichever variant comes first; never again (take_turn)
             fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                os.mkdir(path, 0o700)
-                for part in ROOT_PARTS:
-                    os.mkdir(path / part, 0o700)
-            except FileExistsError:
-                pass
+            made = _made(self.parent / f"{name}.made") or _make(path)
         finally:
             os.close(fd)
-        st = os.lstat(path)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-            raise OSError(f"the shared cache root {path} is not this user's private directory "
-                          f"(mode {stat.S_IMODE(st.st_mode):o}, uid {st.st_uid}); refusing it")
-        return SharedRoot(CacheRoot(path, (st.st_dev, st.st_ino)), lock)
+        with contextlib.suppress(FileNotFoundError):  # a gone root: its turn says so
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() \
+                    or st.st_mode & 0o077:
+                raise OSError(f"the shared cache root {path} is not this user's private "
+                              f"directory (mode {stat.S_IMODE(st.st_mode):o}, uid "
+                              f"{st.st_uid}); refusing it")
+        return SharedRoot(CacheRoot(path, made), lock)
+
+
+def _made(record: Path) -> Optional[Tuple[int, int]]:
+    """The (device, inode) the root was made with, or None where it is not made yet."""
+    try:
+        dev, ino = record.read_text().split()
+        return int(dev), int(ino)
+    except (OSError, ValueError):
+        return None
+
+
+def _make(path: Path) -> Tuple[int, int]:
+    """The shared root and its parts, its (device, inode) kept beside it: a root gone
+    or replaced later is told from the first variant's (CacheRoot.tampered)."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+        for part in ROOT_PARTS:
+            os.mkdir(path / part, 0o700)
+    st = os.lstat(path)
+    record = path.with_name(f"{path.name}.made")
+    write_text = f"{st.st_dev} {st.st_ino}\n"
+    fd = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(write_text)
+    return st.st_dev, st.st_ino
 
 
 def open_parent(root_setting: Optional[str]) -> Path:
@@ -177,18 +186,29 @@ def groups_of(nodeids: List[str]) -> Dict[str, int]:
 
 def take_turn(run: Any, shared: Any, plan: Any, env_extra: Dict[str, str]) -> Tuple[Any, Any]:
     """This variant's turn over the cache its function's variants share (one at a
-    time): run the phase there, enter what it wrote in the root's ledger, and give
+    time): run the phase there, enter what it saved in the root's ledger, and give
     its record what the ledger said of the others' entries before it. Its files
-    (spec, record, log) go to the check's own root, kept with it."""
+    (spec, record, log) go to the check's own root, kept with it. A root gone or
+    replaced since it was made, or a ledger that cannot say who wrote what, is an
+    error: the turn would judge on outputs alone and pass a false hit."""
     me = Variant(run.item.nodeid, getattr(run.item, "params_id", ""),
                  getattr(run.item, "params", {}))
     with shared.turn():
-        before = shared.written()
+        try:
+            before = _before(shared)
+        except written.Damaged as e:
+            return None, error_result(me.nodeid, plan.name, f"was not run: {e}", "",
+                                      run.timings)
         rec, failure = run.run_phase(shared.root, plan.name, extra=run.extra(plan, shared.root),
                                      env_extra=env_extra)
         if rec is not None:  # the ledger is JSON: what the turn wrote, passed on as written
-            rec.variants = rec.raw["variants"] = seen_by(before, rec.raw, me)
-            shared.record(me, rec.raw)
+            seen = rec.variants = rec.raw["variants"] = seen_by(before, rec.raw, me)
+            seen["root"] = str(shared.root.path)
+            try:
+                seen["unsaved"] = shared.record(me, rec.raw, fs.saved_keys(
+                    run.snaps.get("cold") or {}))
+            except written.Damaged as e:
+                seen["unusable"] = str(e)
         for name in (f"{plan.name}-spec.json", f"{plan.name}.json", f"{plan.name}.log"):
             with contextlib.suppress(OSError):
                 shutil.move(str(shared.root.phases / name), str(run.roots[0].phases / name))
@@ -196,3 +216,15 @@ def take_turn(run: Any, shared: Any, plan: Any, env_extra: Dict[str, str]) -> Tu
     run.shared_root = shared.root.path
     return rec, failure
 
+
+def _before(shared: SharedRoot) -> Ledger:
+    """The ledger before this turn, in the root the first variant's turn was given."""
+    gone = shared.root.tampered()
+    if gone:
+        what = ("is gone since it was made for the first variant's turn"
+                if not os.path.lexists(shared.root.path) else f"is refused: {gone}")
+        raise written.Damaged(
+            f"the cache root this test function's variants share, {shared.root.path}, {what}; "
+            f"this turn would start cold and load none of the entries the others saved, so "
+            f"a false hit would pass unseen; {written.FIX}")
+    return shared.ledger()

@@ -52,14 +52,26 @@ def judge_shared(res: CheckResult, shared: PhaseRecord) -> None:
         res.problems.append("shared cache: the turn over the cache the variants share made no "
                             "comparison with this variant's own cold run")
         return
+    if not cmp.ok and loaded:  # proven whatever else the turn could not do
+        first = cmp.mismatches[0]
+        res.problems.append(false_hit(me, loaded, f"its outputs over the shared cache differ "
+                                      f"from its own private cold run's in "
+                                      f"{len(cmp.mismatches)} tensor(s); first {first.name}: "
+                                      f"{first.message}"))
+        return
+    unjudged = turn_faults(seen)
+    if unjudged:  # outputs alone would pass a false hit the turn could not reach
+        res.problems[:0] = unjudged
+        res.fault = True
+        return
     if not cmp.ok:
         first = cmp.mismatches[0]
-        differs = (f"its outputs over the shared cache differ from its own private cold run's "
-                   f"in {len(cmp.mismatches)} tensor(s); first {first.name}: {first.message}")
-        res.problems.append(false_hit(me, loaded, differs) if loaded else (
-            f"shared cache: {differs}, although it loaded no entry another variant wrote "
-            f"(a nondeterministic compile, or state outside the cache keys that the variants "
-            f"share through the cache directory)"))
+        res.problems.append(
+            f"shared cache: its outputs over the shared cache differ from its own private "
+            f"cold run's in {len(cmp.mismatches)} tensor(s); first {first.name}: "
+            f"{first.message}, although it loaded no entry another variant wrote (a "
+            f"nondeterministic compile, or state outside the cache keys that the variants "
+            f"share through the cache directory)")
         return
     if loaded:
         names = ", ".join(_variant_name(w) for w in writers)
@@ -76,6 +88,50 @@ def judge_shared(res: CheckResult, shared: PhaseRecord) -> None:
     else:
         res.notes.append("shared cache: the first variant over the cache its function's "
                          "variants share: it wrote what the others may load")
+
+
+def turn_faults(seen: Mapping[str, Any]) -> List[str]:
+    """What the turn could not write or read that the scenario needs, each with the file
+    and the fix: its entries the shared root lacks (its own cold run saved them), the
+    entries another variant could not save under the keys this one compiled (it would
+    have loaded them), a ledger it could not write."""
+    out: List[str] = []
+    root = seen.get("root") or "the shared root"
+    unsaved: Dict[str, Dict[str, Any]] = seen.get("unsaved") or {}
+    if unsaved:
+        out.append(f"shared cache: this turn could not save {_entries(unsaved)} in the cache "
+                   f"the variants share ({_dirs(unsaved, root)}), though its own cold run "
+                   f"saved them: the variants after it cannot load them, so a false hit "
+                   f"between them would pass unseen. {SAVE_FIX}")
+    missing: Dict[str, Dict[str, Any]] = seen.get("missing") or {}
+    if missing:
+        writers = ", ".join(_variant_name(w) for w in _writers(missing.values()))
+        out.append(f"shared cache: this turn compiled {_entries(missing)} under the keys that "
+                   f"{writers} compiled before it and could not save "
+                   f"({_dirs(missing, root)}): saved, they would have been loaded here, "
+                   f"and whether they give this variant's numbers is unknown. {SAVE_FIX}")
+    if seen.get("unusable"):
+        out.append(f"shared cache: {seen['unusable']}")
+    return out
+
+
+SAVE_FIX = ("Fix: give the shared root room and write access for the session (a quota, a "
+            "full disk, a read-only dir?), or put the session's roots elsewhere "
+            "(--compile-cache-root), and run it again")
+
+
+def _entries(entries: Mapping[str, Dict[str, Any]]) -> str:
+    first, e = _ordered(entries)[0]
+    more = len(entries) - 1
+    return (f"the {e.get('layer')} entry {first[:16]}… of graph {e.get('graph')}"
+            + (f" and {more} more" if more else ""))
+
+
+def _dirs(entries: Mapping[str, Dict[str, Any]], root: str) -> str:
+    """Where torch keeps the entries' layers in the shared root (controller/written.entry_dir)."""
+    layers = sorted({str(e.get("layer")) for e in entries.values()})
+    return ", ".join(f"{root}/inductor/" + ("aotautograd" if n == "aot_autograd" else "fxgraph")
+                     for n in layers)
 
 
 def false_hit(me: Mapping[str, Any], loaded: Mapping[str, Dict[str, Any]], differs: str) -> str:
