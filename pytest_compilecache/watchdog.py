@@ -77,7 +77,9 @@ def wait_gone(session: bytes, within: float) -> None:
 def main(argv: List[str]) -> None:
     """`watchdog.py SESSION_ENTRY PHASE_PREFIX`: wait for stdin to close, then sweep."""
     session, phase = argv[0].encode(), argv[1].encode()
-    for sig in (signal.SIGINT, signal.SIGHUP):  # a terminal's; its own session hears none
+    # the controller passes a SIGTERM on to its children (lifetime.interrupt_on_sigterm),
+    # this one included: it ends when the pipe closes, after its sweep, and not before
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     said = b""
     while True:

@@ -24,6 +24,7 @@ import os, signal, subprocess, sys, time
 from pytest_compilecache import lifetime
 
 dog = lifetime.Watchdog.start()
+lifetime.interrupt_on_sigterm(forward=True)  # as the controller: to its children too
 stubborn = "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN)"
 daemon = "; subprocess.Popen(['sleep', '600'], start_new_session=True)"
 phase = {**os.environ, lifetime.PHASE_ENV: "t.py::test_x [warm]"}
@@ -37,7 +38,10 @@ if sys.argv[1] == "stop":
     dog.stop()
     print(os.environ.get(lifetime.SESSION_ENV), flush=True)
 print("ready", flush=True)
-time.sleep(600)
+try:
+    time.sleep(600)
+except KeyboardInterrupt:  # a CI cancel: the session ends as it does
+    dog.stop()
 '''
 
 
@@ -88,5 +92,19 @@ def test_the_end_of_a_session_ends_what_its_phases_left_and_takes_its_mark_away(
         assert proc.stdout is not None and proc.stdout.readline() == "None\n"
         assert proc.stdout.readline() == "ready\n"
         assert _commands(marked(mark)) == ["python", "python"]  # the controller, the worker
+    finally:
+        _end(proc, mark)
+
+
+def test_a_cancelled_session_ends_what_its_phases_left() -> None:
+    """SIGTERM to the controller (a CI cancel), which passes it on to its children: the
+    watchdog among them ended at once and swept nothing; the daemon of a phase whose
+    body ignores SIGTERM ran on after the session."""
+    proc, mark = _controller("cancel")
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+        assert "sleep" not in _commands(marked(mark))
     finally:
         _end(proc, mark)
