@@ -11,7 +11,9 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Dict, Iterable, Iterator, List, Mapping, Set
+from typing import IO, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Set
+
+from pytest_compilecache.jsonfile import Unreadable, open_regular
 
 Snapshot = Dict[str, int]  # "<watched>/<relpath>" -> size
 
@@ -107,6 +109,17 @@ def saved_keys(snap: Snapshot) -> Set[str]:
     return keys
 
 
+def read_regular(path: Any, limit: int = -1) -> Optional[bytes]:
+    """The first `limit` bytes of `path` (all of them: -1), None where it cannot be read
+    or is no regular file: a phase may leave a FIFO where a kernel's source was, and
+    reading one blocks the session."""
+    try:
+        with open_regular(path) as f:
+            return f.read(limit)
+    except (OSError, Unreadable):
+        return None
+
+
 # torch's VecISA checks (torch/_inductor/cpu_vec_isa.py) compile tiny programs into the
 # cache dir, once per empty directory: `__avx_chk_kernel`, `__avx512_bf16_chk_kernel`...
 _ISA_PROBE = "_chk_kernel"
@@ -122,12 +135,8 @@ def cpu_capability_probes(watched: Mapping[str, str], paths: Iterable[str]) -> S
         label, _, rel = p.partition("/")
         if not p.endswith(".cpp") or label not in watched:
             continue
-        try:
-            with open(os.path.join(watched[label], rel), errors="replace") as f:
-                source = f.read(4096)
-        except OSError:
-            continue
-        if _ISA_PROBE in source:
+        source = read_regular(os.path.join(watched[label], rel), 4096)
+        if source is not None and _ISA_PROBE.encode() in source:
             stem = p[: -len(".cpp")]
             probes.update(q for q in paths if q.startswith(stem))
     return probes
@@ -147,7 +156,10 @@ def identical_triton_recompiles(triton_dir: Path, warm_new: Iterable[str]) -> Li
         return frozenset(f.name for f in d.iterdir() if f.is_file() and not f.name.endswith(".json"))
 
     def artifacts(d: Path) -> Dict[str, bytes]:
-        return {n: (d / n).read_bytes() for n in names(d)}
+        read = {n: read_regular(d / n) for n in names(d)}
+        if any(v is None for v in read.values()):
+            raise OSError(f"{d}: a file that is no regular file")
+        return {n: v for n, v in read.items() if v is not None}
 
     by_names: Dict[frozenset, List[Path]] = {}  # old dirs by their artifact names, listed once
     for d in triton_dir.iterdir():

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from pytest_compilecache.leftovers import mark_owner
+from pytest_compilecache.leftovers import mark_owner, remove_owned
 
 CHILD_SPEC_ENV = "PYTEST_COMPILECACHE_CHILD"
 # set by the preloaded launcher in a forked phase: where the phase lists the installed
@@ -125,14 +125,16 @@ class CacheRoot:
         os.chmod(path, 0o700)  # mkdtemp already does; be explicit, the dir holds code
         st = os.lstat(path)
         root = cls(path, (st.st_dev, st.st_ino), above)
+        # first in, last out (remove): `clean` leaves it while this process runs, and
+        # knows it for a root whatever part of it a killed session made or removed
+        mark_owner(path)
         for d in (root.inductor, root.triton, root.tmp, root.phases):
             d.mkdir(mode=0o700)
-        mark_owner(path)  # `clean` leaves it while this process runs
         return root
 
     def remove(self) -> None:
         """The root and the directories above it that were made for it (if empty)."""
-        shutil.rmtree(self.path, ignore_errors=True)
+        remove_owned(self.path)
         _remove_empty(self.made_above)
 
     def tampered(self) -> Optional[str]:

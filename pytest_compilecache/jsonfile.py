@@ -18,9 +18,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import stat
 import zlib
 from pathlib import Path
-from typing import Any, List, Optional, Union
+from typing import IO, Any, List, Optional, Union
 
 # What this plugin writes is shallow (a report nests 9 levels) and a few MB a hundred
 # checks; the caps leave room for large suites and stop what would exhaust the process.
@@ -58,11 +59,11 @@ def load(path: Union[str, Path], gz: bool = False, limit: Optional[int] = None) 
     is wrong raises Unreadable."""
     cap = max_bytes() if limit is None else limit
     try:
-        if gz:
-            with gzip.open(path, "rb") as f:
-                raw = f.read(cap + 1)
-        else:
-            with open(path, "rb") as f:
+        with open_regular(path) as f:
+            if gz:
+                with gzip.GzipFile(fileobj=f, mode="rb") as unpacked:
+                    raw = unpacked.read(cap + 1)
+            else:
                 size = os.fstat(f.fileno()).st_size
                 if size > cap:
                     raise Unreadable(path, _too_big(size, cap, gz, limit is None))
@@ -76,6 +77,36 @@ def load(path: Union[str, Path], gz: bool = False, limit: Optional[int] = None) 
     if len(raw) > cap:
         raise Unreadable(path, _too_big(len(raw), cap, gz, limit is None))
     return loads(raw, path)
+
+
+def open_regular(path: Union[str, Path]) -> IO[bytes]:
+    """`path` opened for reading, refused (Unreadable) unless it is a regular file: a
+    FIFO in place of a stored manifest blocked the session that opened it, forever
+    (`show <fifo>` too), and a device reads without end. Checked before the open (which
+    cannot block: O_NONBLOCK) and again on what was opened (it may have been swapped
+    in between)."""
+    refused = _not_regular(os.stat(path).st_mode)
+    if refused:
+        raise Unreadable(path, refused)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        refused = _not_regular(os.fstat(fd).st_mode)
+        if refused:
+            raise Unreadable(path, refused)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _not_regular(mode: int) -> Optional[str]:
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode)
+            or stat.S_ISBLK(mode) else "not a regular file")
+    return f"{kind}, not a regular file: reading it could block or never end"
 
 
 def loads(raw: Union[bytes, str], path: Any) -> Any:

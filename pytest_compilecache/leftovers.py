@@ -12,12 +12,13 @@ only their age says. No pytest, no torch.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple, Union
 
 OWNER_FILE = ".compilecache-owner"  # no .json: the results dir is read as *.json
 
@@ -52,6 +53,30 @@ def _zombie(pid: int) -> bool:
 def mark_owner(path: Path) -> None:
     """Record this process as the owner of directory `path` (just made by it)."""
     (path / OWNER_FILE).write_text(f"{os.getpid()} {_started(os.getpid()) or '-'}\n")
+
+
+def remove_owned(path: Union[str, Path]) -> None:
+    """Remove directory `path`, its owner record last: a removal cut short (a second
+    interrupt, xdist's os._exit of a worker whose controller is gone, the session's
+    watchdog) leaves a directory that `clean` still knows for a session's. rmtree alone
+    went in directory order and could take the record first: `clean` then passed over
+    what was left of a killed session's cache root (issue 53)."""
+    import shutil
+
+    try:
+        entries = [e for e in os.scandir(path) if e.name != OWNER_FILE]
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(path, OWNER_FILE))
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 def owner(path: Path) -> Tuple[Optional[int], bool]:
@@ -162,8 +187,6 @@ def clean(roots: Any, parts: Any, min_age_s: float, dry_run: bool) -> List[str]:
     sessions left in the temp dir (lanes, locks, results, a private Redis server's
     directory): this user's only, and never one whose owner process still runs (another
     session's, whatever its age). Returns what it says, a line each."""
-    import shutil
-
     found = find(roots, None, min_age_s, parts)
     gone = [f for f in found if f.live_pid is None]
     said = []
@@ -171,7 +194,7 @@ def clean(roots: Any, parts: Any, min_age_s: float, dry_run: bool) -> List[str]:
         said.append(f"{'would remove' if dry_run else 'removed'} {f.path} "
                     f"({f.size / 1e6:.1f} MB; {f.what})")
         if not dry_run:
-            shutil.rmtree(f.path, ignore_errors=True)
+            remove_owned(f.path)
     roots = sum(1 for f in gone if f.what == "a kept cache root")
     total = sum(f.size for f in gone)
     said.append(f"{roots} kept cache root(s) and {len(gone) - roots} directory(ies) of sessions "

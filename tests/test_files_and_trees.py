@@ -365,3 +365,57 @@ def test_a_deep_report_a_concurrent_session_wrote_is_replaced_and_said(tmp_path)
     assert any(f"the report already at {target} could not be merged into" in s and
                "nested deeper than 64 levels" in s for s in said), said
     assert [c["nodeid"] for c in json.loads(target.read_text())["checks"]] == ["t.py::test_x"]
+
+
+# -- issue 53, item 6: what is no regular file is refused before it blocks ---------------
+def _unblocked(call: Any, fifo: Path) -> Any:
+    """`call()`'s result or exception, failing where it blocks on `fifo` (a writer then
+    releases it, so that the suite goes on)."""
+    import threading
+
+    got: Dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            got["value"] = call()
+        except BaseException as e:  # noqa: B036 - handed back to the test
+            got["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(10)
+    if t.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(10)
+        pytest.fail(f"blocked on the FIFO {fifo}")
+    if "error" in got:
+        raise got["error"]
+    return got.get("value")
+
+
+def test_a_fifo_in_place_of_a_json_file_is_refused_without_blocking(tmp_path) -> None:
+    """`show <fifo>` blocked forever, and so did a session whose stored manifest was a
+    FIFO (issue 53): the loader opened before it looked."""
+    from pytest_compilecache import files as fs
+
+    fifo = tmp_path / "m.json"
+    os.mkfifo(fifo)
+    for gz in (False, True):
+        with pytest.raises(jsonfile.Unreadable, match="a FIFO .named pipe., not a regular "
+                                                      "file: reading it could block"):
+            _unblocked(lambda: jsonfile.load(fifo, gz=gz), fifo)
+    store = ManifestStore(tmp_path / "store")
+    planted = store.path("env", "abc")
+    planted.parent.mkdir(parents=True)
+    os.mkfifo(planted)
+    with pytest.raises(mf.BadManifest, match="a FIFO"):
+        _unblocked(lambda: store.read("env", "abc"), planted)
+    proc = subprocess.run([sys.executable, "-m", "pytest_compilecache", "show", str(fifo)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "a FIFO (named pipe), not a regular file" in proc.stderr
+    probe = tmp_path / "inductor" / "ab" / "k.cpp"  # a phase's file, read to tell probes
+    probe.parent.mkdir(parents=True)
+    os.mkfifo(probe)
+    watched = {"inductor": str(tmp_path / "inductor")}
+    assert _unblocked(lambda: fs.cpu_capability_probes(watched, ["inductor/ab/k.cpp"]),
+                      probe) == set()

@@ -153,3 +153,60 @@ def test_a_hung_phase_shows_where_it_hung(tmp_path: Path) -> None:
     said = c["error"].split("--- last lines of its output ---\n", 1)[-1]
     assert "Timeout (0:00:" in said and 'test_hangs.py", line 11 in test_hangs' in said, said
     assert "more line(s) of its stacks in the log" in said and said.count("\n") < 40
+
+
+IGNORES_SIGTERM = '''
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+
+@pytest.mark.compile_cache
+def test_shuts_down_gracefully(compile_cache):
+    if compile_cache.phase == "warm":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a graceful-shutdown handler
+        subprocess.Popen(["sleep", "600"], start_new_session=True)
+        open(os.environ["WARM_STARTED"], "w").close()
+        time.sleep(300)
+'''
+
+
+@pytest.mark.slow  # two phases' processes import torch (no compile): ~30 s
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_nothing_outlives_a_controller_killed_in_the_warm_phase(tmp_path: Path,
+                                                                 sig: str) -> None:
+    """The warm phase's body ignores SIGTERM and starts a daemon in a session of its own;
+    the controller is SIGKILLed: the phase (re-parented to init) and the daemon ran on,
+    forever (issue 53). A few seconds later no process of the session is left. After a
+    SIGTERM (a CI cancel), which the controller passes on to its children, the daemon
+    ran on too."""
+    import signal
+    import time
+    import uuid
+
+    from test_faults import marked
+
+    flag, mark = tmp_path / "warm-started", f"COMPILECACHE_OUTLIVE_TEST={uuid.uuid4().hex}"
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_graceful.py").write_text(IGNORES_SIGTERM)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env.update([mark.split("=")], WARM_STARTED=str(flag))
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                             "--compile-cache-check", "--compile-cache-store=none",
+                             f"--compile-cache-root={tmp_path / 'roots'}"], cwd=tmp_path,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.time() + 180
+        while not flag.exists():
+            assert time.time() < end and proc.poll() is None, "no warm phase"
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(getattr(signal, sig))
+        proc.wait(timeout=60)
+    end = time.time() + 10
+    while marked(mark) and time.time() < end:
+        time.sleep(0.2)
+    assert not marked(mark)

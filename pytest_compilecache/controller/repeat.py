@@ -3,7 +3,6 @@ root and working directory; any cache-key difference is nondeterminism, a proble
 the check (every restart would miss)."""
 from __future__ import annotations
 
-import shutil
 from typing import Any, Dict
 
 from pytest_compilecache.history import manifest as mf
@@ -37,4 +36,4 @@ def repeat_cold(run: Any, entry: Dict[str, Any], result: CheckResult) -> None:
                                    + ", ".join(comps[:8]))
     finally:
         if not run.settings.keep:
-            shutil.rmtree(root.path, ignore_errors=True)
+            root.remove()

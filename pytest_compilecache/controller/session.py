@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import shutil
 import sys
 import types
 from pathlib import Path
@@ -33,6 +32,7 @@ from pytest_compilecache.isolation import CacheRoot, phase_env
 from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher, pytest_child_flags
 from pytest_compilecache.launch.preloaded import PreloadedLauncher
 from pytest_compilecache.launch.state import LauncherState
+from pytest_compilecache.leftovers import remove_owned
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import DEFAULT_TIMEOUT_S
 from pytest_compilecache.settings import Settings
@@ -235,7 +235,7 @@ class CompileCacheSession:
         failed = any(r.via == "shared" and r.verdict not in ("pass", "n/a", "recorded")
                      for r in self.results)
         if not (failed or self.settings.keep):
-            shutil.rmtree(self.owned_shared_dir, ignore_errors=True)
+            remove_owned(self.owned_shared_dir)
         os.environ.pop(SHARED_DIR_ENV, None)
 
     # -- xdist: what a worker is handed, not read from its environment ---------------
@@ -345,7 +345,7 @@ class CompileCacheSession:
         for path in self.__dict__.get("warm_start_paths") or []:  # those that ran
             path.close()
         if self.owned_pch_dir is not None:
-            shutil.rmtree(self.owned_pch_dir, ignore_errors=True)
+            remove_owned(self.owned_pch_dir)  # its owner record last: `clean` knows it
             os.environ.pop(PCH_DIR_ENV, None)
         self.history.close()
         if not self.role.reports:
@@ -353,7 +353,7 @@ class CompileCacheSession:
         try:  # the results dir (every spooled result) goes whatever happens here
             self.ledger.collect(self.spool)
             if self.owned_lock_dir:
-                shutil.rmtree(self.owned_lock_dir, ignore_errors=True)
+                remove_owned(self.owned_lock_dir)
             self.gone = self.history.gone_checks(self.results, self._collected_files,
                                                   self._deselected)
             if exitstatus == pytest.ExitCode.INTERRUPTED:

@@ -39,6 +39,9 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
         raise pytest.UsageError("\n".join(found))
     if settings.shard_times:  # a bad report is a usage error here, not in xdist's node setup
         session.check_times()
+    watchdog = lifetime.Watchdog.start()  # before any process of the session starts
+    if watchdog is not None:
+        config.add_cleanup(watchdog.stop)
     from pytest_compilecache.leftovers import set_aside
 
     session.report_aside = set_aside(settings.report)  # a killed session leaves none

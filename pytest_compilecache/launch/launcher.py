@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Set
 
 from pytest_compilecache.launch.descendants import Contained
 from pytest_compilecache.isolation import CHILD_SPEC_ENV
-from pytest_compilecache.lifetime import PHASE_ENV, child_preexec
+from pytest_compilecache.lifetime import PHASE_ENV, phase_preexec
 from pytest_compilecache.launch.phaselog import STDERR_TAIL_LINES, CappedLog, open_log
 from pytest_compilecache.launch.phaselog import tail_of
 from pytest_compilecache.launch.phaselog import useful_tail as useful_tail  # where it was
@@ -125,7 +125,7 @@ class SubprocessLauncher:
                 proc = subprocess.Popen([sys.executable, *argv], env=dict(env), cwd=cwd,
                                         stdin=subprocess.DEVNULL, stdout=log,
                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                        preexec_fn=child_preexec)
+                                        preexec_fn=phase_preexec)
             except BaseException:
                 contained.end(-1)
                 raise
