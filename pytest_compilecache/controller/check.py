@@ -389,4 +389,3 @@ class CheckRun:
             from pytest_compilecache.launch.descendants import leftovers_note
 
             self.notes.append(leftovers_note(phase, launched.leftovers))
-
