@@ -276,10 +276,7 @@ def stored_result(tuner: Any, reads: Optional[Dict[str, str]] = None,
     this way (local cache off, another layout)."""
     hook = getattr(tuner, "save_cache_hook", False)
     if hook is None:
-        meta = getattr(tuner, "inductor_meta", None) or {}
-        if meta.get("force_disable_caches") or meta.get("autotune_local_cache") is False:
-            return CACHE_OFF
-        return NO_CACHE
+        return _no_cache(getattr(tuner, "inductor_meta", None) or {})
     cache = getattr(hook, "__self__", None)
     key = _result_path(cache)
     if key is None:
@@ -289,13 +286,27 @@ def stored_result(tuner: Any, reads: Optional[Dict[str, str]] = None,
         return data
     if data.get("configs_hash") != getattr(cache, "configs_hash", None):
         return OTHER_LIST
-    read = (reads or {}).get(key)
-    if read == READ_DECLINED_OFF and not data.get("found_by_coordesc"):
-        return SCALED_DECLINED
-    if coordesc and read == READ_LOADED and data.get("found_by_coordesc"):
-        return LOST_MARK
+    thrown = _thrown_away(data, (reads or {}).get(key), coordesc)
     configs = getattr(tuner, "configs", None) or []
-    return IGNORED if any(_names(cfg, data) for cfg in configs) else NOT_RELOADED
+    listed = any(_names(cfg, data) for cfg in configs)
+    return thrown or (IGNORED if listed else NOT_RELOADED)
+
+
+def _no_cache(meta: Dict[str, Any]) -> str:
+    """A kernel without an autotune cache: switched off, or one config at compile."""
+    if meta.get("force_disable_caches") or meta.get("autotune_local_cache") is False:
+        return CACHE_OFF
+    return NO_CACHE
+
+
+def _thrown_away(data: Dict[str, Any], read: Optional[str], coordesc: bool) -> str:
+    """A stored result torch itself threw away (child docstring), by its read of it."""
+    by_coordesc = bool(data.get("found_by_coordesc"))
+    if read == READ_DECLINED_OFF and not by_coordesc:
+        return SCALED_DECLINED
+    if coordesc and read == READ_LOADED and by_coordesc:
+        return LOST_MARK
+    return ""
 
 
 def read_outcome(cache: Any, result: Any, configs: Any) -> str:
