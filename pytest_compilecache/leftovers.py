@@ -51,8 +51,21 @@ def _zombie(pid: int) -> bool:
 
 
 def mark_owner(path: Path) -> None:
-    """Record this process as the owner of directory `path` (just made by it)."""
-    (path / OWNER_FILE).write_text(f"{os.getpid()} {_started(os.getpid()) or '-'}\n")
+    """Record the owners of directory `path` (just made by this process): this process,
+    and in an xdist worker the controller that reports what the worker made. A worker
+    exits before its controller reports the check's kept root: with the worker's pid
+    alone, `clean` beside the session removed a failing check's root before it was
+    reported as kept (issue 53)."""
+    (path / OWNER_FILE).write_text("".join(f"{pid} {_started(pid) or '-'}\n"
+                                           for pid in _owners()))
+
+
+def _owners() -> List[int]:
+    pids = [os.getpid()]
+    parent = os.getppid()  # xdist's controller starts its workers
+    if os.environ.get("PYTEST_XDIST_WORKER") and parent > 1:
+        pids.append(parent)
+    return pids
 
 
 def remove_owned(path: Union[str, Path]) -> None:
@@ -80,25 +93,37 @@ def remove_owned(path: Union[str, Path]) -> None:
 
 
 def owner(path: Path) -> Tuple[Optional[int], bool]:
-    """The pid that made `path` and whether it still runs (the same process, not a
-    reuse of its pid); (None, False) for a directory without an owner record."""
+    """An owner of `path` (mark_owner: its maker, the controller that reports it) and
+    whether it still runs (the same process, not a reuse of its pid): the first that
+    runs, else the maker; (None, False) for a directory without an owner record."""
     try:
-        pid_s, _, started = (path / OWNER_FILE).read_text().strip().partition(" ")
-        pid = int(pid_s)
+        lines = (path / OWNER_FILE).read_text().split("\n")[:4]
+        owners = [(int(p), started) for p, _, started in
+                  (line.strip().partition(" ") for line in lines if line.strip())]
     except (OSError, ValueError):
         return None, False
+    if not owners:
+        return None, False
+    for pid, started in owners:
+        if _runs(pid, started):
+            return pid, True
+    return owners[0][0], False
+
+
+def _runs(pid: int, started: str) -> bool:
+    """Whether process `pid`, started at `started` ('-': unknown), still runs."""
     if _zombie(pid):  # a killed session's child that nobody reaped: it runs nothing
-        return pid, False
+        return False
     now = _started(pid)
     if now is not None:
-        return pid, started in ("-", now)
+        return started in ("-", now)
     try:  # no /proc: whether the pid exists at all
         os.kill(pid, 0)
     except ProcessLookupError:
-        return pid, False
+        return False
     except OSError:  # another user's process under that pid: not ours, so not alive
-        return pid, False
-    return pid, True
+        return False
+    return True
 
 
 @dataclass

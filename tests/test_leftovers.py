@@ -146,3 +146,27 @@ def test_a_root_whose_removal_was_cut_short_is_still_found_by_clean(
                 p.name for p in root.path.iterdir()))
             leftovers.clean(cache_roots(str(tmp_path)), ROOT_PARTS, 0, False)
         assert not root.path.exists() and list(tmp_path.iterdir()) == [], cut
+
+
+def test_a_root_an_xdist_worker_made_is_in_use_while_its_controller_runs(
+        tmp_path: Path) -> None:
+    """`clean --min-age 0` beside a `-n 2` session removed a failing check's kept root
+    0.4 s before the controller reported it (issue 53): its owner record named the
+    worker, which had exited. A worker's record names its controller too (here: this
+    process, the parent of a stand-in worker that makes a root and exits)."""
+    from pytest_compilecache import leftovers
+    from pytest_compilecache.isolation import ROOT_PARTS, cache_roots
+
+    code = ("import sys; from pytest_compilecache.isolation import CacheRoot; "
+            "print(CacheRoot.create('test-kept', sys.argv[1]).path)")
+    env = {**os.environ, "PYTEST_XDIST_WORKER": "gw0"}
+    made = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env,
+                          capture_output=True, text=True, check=True).stdout.strip()
+    root = Path(made)
+    assert leftovers.owner(root) == (os.getpid(), True)  # the worker is gone, we are not
+    left = leftovers.clean(cache_roots(str(tmp_path)), ROOT_PARTS, 0, False)
+    assert root.exists(), left
+    # once the controller is gone too, it is a leftover (a record of two gone processes)
+    (root / leftovers.OWNER_FILE).write_text("999999 1\n999998 2\n")
+    leftovers.clean(cache_roots(str(tmp_path)), ROOT_PARTS, 0, False)
+    assert not root.exists()
