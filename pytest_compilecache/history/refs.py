@@ -28,9 +28,9 @@ def manifest_files(args: Sequence[str], store: Optional[str], environment: Optio
         return list(args)
     try:
         repo = history.require_root(cwd)
-        commits = {a: history.resolve(repo, a) for a in refs}
     except history.GitError as e:
         raise RefError(f"{refs[0]} is not a file, nor a revision: {e}") from None
+    commits = {a: _commit(repo, a) for a in refs}
     root = Path(store) if store else repo / DEFAULT_DIR
     found = {a: _manifests(root, c["sha"]) for a, c in commits.items()}
     for a, by_env in found.items():
@@ -38,6 +38,13 @@ def manifest_files(args: Sequence[str], store: Optional[str], environment: Optio
             raise RefError(_none_for(a, commits[a], root))
     env = _environment(found, environment, root)
     return [str(found[a][env]) if a in found else a for a in args]
+
+
+def _commit(repo: Path, ref: str) -> Dict[str, str]:
+    try:
+        return history.resolve(repo, ref)
+    except history.GitError as e:
+        raise RefError(f"{ref} is not a file, nor a revision: {e}") from None
 
 
 def _file(arg: str) -> bool:

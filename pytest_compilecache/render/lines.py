@@ -161,12 +161,12 @@ def row_cells(r: CheckResult) -> Tuple[List[str], Tuple[str, str, str]]:
 
 def recorded_line(results: Sequence[CheckResult]) -> List[str]:
     """The recordings' seconds, out of the cold s column."""
-    took = [r.timings.get("cold_s") for r in results if r.verdict == "recorded"]
+    took = [r.timings.get("cold_process_s") for r in results if r.verdict == "recorded"]
     if not took:
         return []
     known = [t for t in took if t is not None]
     return [f"recorded: the keys of {len(took)} check(s)"
-            + (f" in {sum(known):.1f} s" if known else "")
+            + (f" in {sum(known):.1f} s of phase processes" if known else "")
             + " (a recording compiles cold once, maybe stopped before code generation: "
               "no cold or warm start is timed)"]
 
