@@ -53,15 +53,16 @@ def _missed(r: CheckResult) -> List[str]:
     return [n for n in layers.LAYERS if n in r.layers and r.layers[n].state in ("miss", "bypass")]
 
 
-def keys_drifted(r: CheckResult) -> bool:
+def keys_drifted(r: CheckResult, deployed: bool = False) -> bool:
     """The check's keys differ from the baseline's: compared with its manifest
-    (--compile-cache-baseline), or, in the deploy scenario, whose cold run is the
-    baseline's, a warm lookup missed with components that differ from its cold twin's.
-    The deploy step said drifted=0 for a check that failed on exactly that."""
+    (--compile-cache-baseline), or, `deployed` (--compile-cache-baseline-warm: the local
+    restart's cold run is the baseline's), a warm lookup missed with components that
+    differ from its cold twin's. The deploy step said drifted=0 for a check that failed
+    on exactly that."""
     if (r.drift or {}).get("status") in ("drifted", "gone", "new"):
         return True
-    return r.via == "deploy" and any(g.get("phase") == "warm" and g.get("drift")
-                                     for g in r.graphs)
+    return deployed and r.via == "local" and any(
+        g.get("phase") == "warm" and g.get("drift") for g in r.graphs)
 
 
 def headline(r: CheckResult) -> str:
@@ -125,7 +126,8 @@ def outputs(data: Dict[str, Any], report_path: str = "") -> Dict[str, str]:
     results = [CheckResult.from_json(c) for c in checks]
     count = summarize(checks)  # the report's own count (a merged one's too)
     missed = sorted({n for r in results for n in _missed(r)}, key=layers.LAYERS.index)
-    drifted = sum(1 for r in results if keys_drifted(r))
+    deployed = bool((data.get("settings") or {}).get("baseline_warm"))
+    drifted = sum(1 for r in results if keys_drifted(r, deployed))
     env = _env_id(results)
     devices = sorted({r.device for r in results if r.device})
     return {"verdict": overall_verdict(data), "checks": str(len(results)),
