@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from pytest_compilecache import jsonfile
+from pytest_compilecache.clifiles import CliError, as_manifest, files, load, only
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.history.bisect import Unrecordable
 from pytest_compilecache.render import lines as tx, report
@@ -22,71 +22,9 @@ from pytest_compilecache.terms import ENV_FIELDS
 EXIT_OK, EXIT_DIFFERENT, EXIT_USAGE = 0, 1, 2
 
 
-class CliError(Exception):
-    """One line for stderr; the command exits with EXIT_USAGE."""
-
-
-def _load(path: str) -> Dict[str, Any]:
-    """A report or manifest, checked; anything wrong with the file (missing, truncated,
-    too large, too deep) is a CliError naming it and its repair: exit 2, never a
-    traceback, and for `diff` never "keys differ"."""
-    try:
-        data = jsonfile.load(path)
-    except (OSError, jsonfile.Unreadable) as e:
-        stored = Path(path).parent.parent.name == "manifests"  # a file of a store
-        said = e.why if isinstance(e, jsonfile.Unreadable) else str(e)
-        raise CliError(f"cannot read {path}: {said}; " + (mf.repair_hint(path) if stored else
-                                     "pass a report or key manifest that pytest-compilecache "
-                                     "wrote (write it again: rerun the session, or download "
-                                     "the artifact again)")) from None
-    if mf.is_manifest(data):
-        why = mf.problem(data)
-        if why:
-            raise CliError(str(mf.BadManifest(path, why, newer=mf.newer_schema(data))))
-        return data
-    if isinstance(data, dict) and data.get("schema") == report.SCHEMA:
-        why = report.problem(data)
-    else:
-        why = "neither a pytest-compilecache report nor a key manifest"
-    if why:
-        raise CliError(f"{path}: {why}")
-    return data
-
-
-def as_manifest(data: Dict[str, Any], path: str = "the report") -> Dict[str, Any]:
-    """A report's cold keys in manifest form, so any two files can be diffed. The rows
-    a report's checks hold are checked as a manifest's would be: a malformed one is an
-    error naming the file (exit 2), never a traceback or a drift."""
-    if mf.is_manifest(data):
-        return data
-    out = mf.new_manifest(data.get("commit") or {}, {})
-    for i, c in enumerate(data.get("checks", [])):
-        if c.get("via", "local") != "local":  # keys are the local path's cold run's
-            continue
-        rows = c.get("graphs") or []
-        if not isinstance(rows, list):
-            raise CliError(f"{path}: checks[{i}].graphs: not a list of graph records")
-        cache: Dict[str, Any] = {"graphs": {}}
-        for j, row in enumerate(rows):
-            if not isinstance(row, dict):
-                raise CliError(f"{path}: checks[{i}].graphs[{j}]: not a graph record")
-            if row.get("phase") != "cold":
-                continue
-            if not isinstance(row.get("compile_id"), str) or not isinstance(row.get("layer"), str):
-                raise CliError(f"{path}: checks[{i}].graphs[{j}]: a cold graph record "
-                               f"without a compile id and a cache layer")
-            cache["graphs"].setdefault(row["compile_id"], {}).setdefault(
-                row["layer"], []).append(row)
-        out["checks"][c["nodeid"]] = mf.check_entry(cache, c.get("verdict", "?"))
-        out["environment"] = out["environment"] or mf.environment_of(c)
-    why = mf.problem(out)
-    if why:
-        raise CliError(f"{path}: its cold keys are malformed: {why}")
-    return out
-
-
 def cmd_show(args: argparse.Namespace) -> int:
-    data = _load(args.file)
+    path = files(args, [args.file])[0]
+    data = only(load(path), args.checks, path)
     if mf.is_manifest(data):
         if args.format != "text":
             raise CliError(f"--format {args.format} takes a report, not a manifest")
@@ -101,7 +39,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         from pytest_compilecache.render import gha
 
         lines = (gha.annotation_lines(data, args.workspace) if args.format == "github" else
-                 gha.output_lines(gha.outputs(data, args.file)))
+                 gha.output_lines(gha.outputs(data, path)))
         print("\n".join(lines))
         return EXIT_OK
     from pytest_compilecache.model import OK_VERDICTS, CheckResult
@@ -116,7 +54,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print("\n".join(tx.summary_lines(results)))
     for t in data.get("trend") or []:  # the history the session read from the store
         if isinstance(t, dict):
-            print(f"\ntrend (environment {str(t.get('environment', '?'))[:12]}):")
+            print(f"\ntrend (environment {t.get('environment', '?')}):")
             print("\n".join(trend_lines(t)))
     return EXIT_OK
 
@@ -179,11 +117,13 @@ def print_diff(base: Dict[str, Any], head: Dict[str, Any], nodeids: Optional[Seq
 def cmd_diff(args: argparse.Namespace) -> int:
     from pytest_compilecache.history.locate import components_loader
 
-    a, b = _load(args.a), _load(args.b)
-    base, head = as_manifest(a, args.a), as_manifest(b, args.b)
-    return EXIT_DIFFERENT if print_diff(base, head, args.check or None, (),
-                                        components_loader(a, base, args.a, args.store),
-                                        components_loader(b, head, args.b, args.store)) \
+    pa, pb = files(args, [args.a, args.b])
+    a, b = load(pa), load(pb)
+    base, head = as_manifest(a, pa), as_manifest(b, pb)
+    checks = [*args.checks, *(args.check or [])]
+    return EXIT_DIFFERENT if print_diff(base, head, checks or None, (),
+                                        components_loader(a, base, pa, args.store),
+                                        components_loader(b, head, pb, args.store)) \
         else EXIT_OK
 
 
@@ -259,7 +199,7 @@ def _bisect(good: Dict[str, Any], commits: List[Dict[str, Any]], bad: str,
 def cmd_merge(args: argparse.Namespace) -> int:
     from pytest_compilecache.render.shard import merge_reports
 
-    reports = [_load(path) for path in args.reports]
+    reports = [load(path) for path in args.reports]
     if any(mf.is_manifest(r) for r in reports):
         raise CliError("merge takes reports, not manifests")
     merged = merge_reports(reports)
@@ -278,13 +218,30 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+REV_HELP = ("a commit (a branch, tag, sha, HEAD~2: its manifest in the store), or a "
+            "report or manifest file")
+
+
+def _store_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="DIR",
+                   help="the manifest store a commit's manifest and the key components are "
+                        "read from (default: .compilecache at the repository root; for a "
+                        "file, the store it is in, or the one a report names)")
+    p.add_argument("--environment", metavar="ID",
+                   help="a commit's manifest of this environment (a prefix), where the store "
+                        "has several")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pytest-compilecache",
                                 description="Read pytest-compilecache reports and key "
                                             "manifests; find the commit that changed a key.")
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("show", help="print a report's tables or a manifest's keys")
-    s.add_argument("file", metavar="REPORT_OR_MANIFEST")
+    s = sub.add_parser("show", help="print a report's tables, or the keys of a commit or "
+                                    "manifest")
+    s.add_argument("file", metavar="REV_OR_FILE", help=REV_HELP)
+    s.add_argument("checks", nargs="*", metavar="NODEID", help="only these checks")
+    _store_options(s)
     s.add_argument("--format", default="text", choices=("text", "markdown", "github", "outputs"),
                    help="text (default); markdown: a GitHub job summary; github: workflow "
                         "commands annotating the failing checks; outputs: name=value lines "
@@ -294,14 +251,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="github: the repository root annotation paths are relative to "
                         "(default: $GITHUB_WORKSPACE)")
     s.set_defaults(func=cmd_show)
-    d = sub.add_parser("diff", help="compare the cache keys of two reports or manifests "
-                                    "(exit 0: same, 1: they differ, 2: an error)")
-    d.add_argument("a", metavar="A")
-    d.add_argument("b", metavar="B")
+    d = sub.add_parser("diff", help="compare the cache keys of two commits, reports or "
+                                    "manifests (exit 0: same, 1: they differ, 2: an error)")
+    d.add_argument("a", metavar="A", help=REV_HELP)
+    d.add_argument("b", metavar="B", help=REV_HELP)
+    d.add_argument("checks", nargs="*", metavar="NODEID", help="only these checks")
     d.add_argument("--check", action="append", metavar="NODEID", help="only this check")
-    d.add_argument("--store", metavar="DIR",
-                   help="the manifest store that holds the key components (default: the "
-                        "store a manifest is in, or the one a report names)")
+    _store_options(d)
     d.set_defaults(func=cmd_diff)
     m = sub.add_parser("merge", help="merge the reports of several machines (shards) into one")
     m.add_argument("reports", nargs="+", metavar="REPORT")
@@ -315,7 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after --: pytest arguments selecting the check(s), e.g. a node id")
     b.add_argument("--store", help="manifest store (default: .compilecache at the repo root)")
     b.add_argument("--device", default=os.environ.get("PYTEST_COMPILECACHE_DEVICE", "auto"),
-                   choices=("auto", "cpu", "cuda"))
+                   choices=("auto", "cpu", "cuda"),
+                   help="where the checks compile when a commit is recorded, and whose "
+                        "environment's manifests are compared (default: "
+                        "$PYTEST_COMPILECACHE_DEVICE, else auto: cuda where a GPU is seen)")
     b.set_defaults(func=cmd_bisect)
     t = sub.add_parser("trend", help="warm starts over the last commits in the store: cold "
                        "and warm seconds, layer misses, and the commits flagged")

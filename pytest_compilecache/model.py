@@ -101,7 +101,8 @@ class CheckResult:
             drift=drift, layers={n: LayerVerdict(state=lv.state, accepted=lv.accepted,
                                                  reasons=lv.reasons[:2] if lv.accepted else [])
                                  for n, lv in self.layers.items()},
-            timings={k: self.timings[k] for k in ("cold_s", "warm_s") if k in self.timings},
+            timings={k: self.timings[k] for k in ("cold_s", "warm_s", "cold_process_s")
+                     if k in self.timings},
             dynamo=self.dynamo, outputs=self._eager_summary())
 
     def _eager_summary(self) -> Dict[str, Any]:

@@ -115,3 +115,20 @@ def test_clean_removes_kept_cache_roots_and_nothing_else(tmp_path, capsys,
     out = capsys.readouterr().out
     assert new.path.exists() and f"left 1 in use by running session(s) (pid {os.getpid()})" \
         in out, out
+
+
+def test_show_prints_the_trend_s_environment_whole(tmp_path: Path) -> None:
+    # issue 52: the header was cut at 12 characters, `trend (environment torch2.13.0+):`
+    env_id = "torch2.13.0+cpu-cpu-py3.11.7-825d3b2e"
+    data = {**report([{"nodeid": "t.py::test_a", "verdict": "pass"}]),
+            "trend": [{"environment": env_id, "error": "no history yet"}]}
+    proc = cli("show", write(tmp_path / "r.json", data))
+    assert proc.returncode == 0, proc.stderr
+    assert f"trend (environment {env_id}):" in proc.stdout
+
+
+def test_bisect_help_says_what_device_does() -> None:
+    proc = cli("bisect", "--help")
+    assert proc.returncode == 0
+    said = " ".join(proc.stdout.split("--device {auto,cpu,cuda}")[-1].split())
+    assert said.startswith("where the checks compile when a commit is recorded"), proc.stdout

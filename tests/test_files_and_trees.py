@@ -225,6 +225,80 @@ def test_a_planted_conftest_makes_the_session_commit_dirty_naming_it(tmp_path) -
     assert ManifestStore(tmp_path).path("env", c["sha"], c["dirty"]).name.endswith("-dirty.json")
 
 
+# -- issue 52, point 3: the environment is not the tree; what git ignores may be -------------
+def venv_in(repo: Path) -> Path:
+    """A virtualenv inside the checkout, not ignored by git (the README's `.venv`): its
+    site-packages holds an installed package, with a conftest.py of its own."""
+    site = repo / ".venv" / "lib" / "python3.11" / "site-packages"
+    (site / "fakepkg").mkdir(parents=True)
+    (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (site / "fakepkg" / "__init__.py").write_text("VALUE = 1\n")
+    (site / "fakepkg" / "conftest.py").write_text("")
+    (repo / ".venv" / "bin").mkdir()
+    (repo / ".venv" / "bin" / "activate_this.py").write_text("")
+    return site
+
+
+def test_installed_packages_never_make_the_tree_dirty_wherever_the_venv_lives(tmp_path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    commit(repo, "first", {"t.py": "x = 1\n"})
+    site = venv_in(repo)
+    # not this interpreter's prefix: another venv, on the path, its package loaded
+    reads = session_reads([str(repo), str(site)], [str(site / "fakepkg" / "__init__.py")],
+                          prefixes=[])
+    info = history.commit_info(repo, reads)
+    assert info["dirty"] is False, info
+    (repo / "helper.py").write_text("")  # the project's own untracked module still counts
+    assert history.commit_info(repo, reads)["untracked"] == ["helper.py"]
+
+
+def test_a_file_the_session_read_makes_the_tree_dirty_though_git_ignores_it(tmp_path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    commit(repo, "first", {"t.py": "x = 1\n", ".gitignore": "build/\n"})
+    (repo / ".git" / "info" / "exclude").write_text("conftest.py\npytest.ini\n")
+    (repo / "conftest.py").write_text("import torch\n")
+    (repo / "pytest.ini").write_text("[pytest]\n")
+    (repo / "build").mkdir()
+    (repo / "build" / "gen.py").write_text("x = 1\n")  # ignored, read by nothing
+    reads = session_reads([str(repo)], [str(repo / "conftest.py"), str(repo / "t.py")])
+    info = history.commit_info(repo, reads)
+    assert info["dirty"] is True and info["ignored"] == ["conftest.py", "pytest.ini"], info
+    assert "untracked" not in info and "modified" not in info
+    (repo / "t.py").write_text("x = 2\n")
+    info = history.commit_info(repo, reads)
+    assert info["modified"] == ["t.py"], info
+    assert mf.dirty_causes(info) == "modified t.py; ignored by git but read conftest.py, pytest.ini"
+
+
+def test_a_dirty_session_says_so_in_one_line_with_what_it_turns_off(tmp_path) -> None:
+    """A real session: a conftest kept out of git by .git/info/exclude (it used to write
+    its keys to the clean commit's manifest), and a venv in the checkout whose installed
+    package the tests import (it used to list the venv's files)."""
+    repo = repo_with_check(tmp_path / "repo")
+    site = venv_in(repo)
+    (repo / "test_a.py").write_text("import fakepkg\n" + STOP)
+    git(repo, "commit", "-qam", "import fakepkg")
+    env = {"PYTHONPATH": str(site)}
+    report = tmp_path / "r.json"
+    proc = session(repo, f"--compile-cache-report={report}", env=env)
+    c = json.loads(report.read_text())["commit"]
+    assert c["dirty"] is False, (c, proc.stdout[-2000:])
+    assert "work tree dirty" not in proc.stdout
+    (repo / ".git" / "info" / "exclude").write_text("conftest.py\n")
+    (repo / "conftest.py").write_text("import os\n")
+    proc = session(repo, f"--compile-cache-report={report}", env=env)
+    c = json.loads(report.read_text())["commit"]
+    assert c["dirty"] is True and c["ignored"] == ["conftest.py"], (c, proc.stdout[-2000:])
+    said = [line for line in proc.stdout.splitlines() if line.startswith("work tree dirty")]
+    assert said == [f"work tree dirty (ignored by git but read conftest.py): its keys go to "
+                    f"{c['short']}-dirty.json, replaced by the next dirty run, not to the "
+                    f"commit's manifest; no trend point and no trend"], proc.stdout[-2000:]
+
+
 # -- item 3: a report shared by sessions on different commits --------------------------------
 def _report(nodeid: str, sha: str) -> Dict[str, Any]:
     from pytest_compilecache.render import report

@@ -272,3 +272,23 @@ def test_a_merge_with_an_empty_shard_does_not_say_nothing_was_checked() -> None:
     merged = merge_reports([empty, full])
     assert merged["checks"] and merged["no_checks"] is None
     assert merge_reports([empty, dict(empty)])["no_checks"] == "selected no check"
+
+
+def test_a_deploy_check_that_missed_on_key_drift_counts_as_drifted() -> None:
+    """Issue 52: the deploy step printed drifted=0 while its check failed on drift. The
+    deploy's cold run is the baseline's: a warm miss whose key components differ from
+    its cold twin's is drift against the baseline. The rows as a real deploy wrote them
+    (CPU, torch 2.13, main's caches under a commit that sets fallback_random; `show
+    --format outputs` said drifted=0)."""
+    drift = [{"component": "inductor_config[fallback_random]", "cold": "False", "warm": "True"}]
+    rows = [{"phase": "cold", "layer": "fx_graph", "compile_id": "0/0", "state": "miss",
+             "key": "fxwe7wk6y7d3"},
+            {"phase": "warm", "layer": "fx_graph", "compile_id": "0/0", "state": "miss",
+             "key": "fgctcbpy3sjs", "drift": drift}]
+    check = {"nodeid": "test_model.py::test_mlp", "verdict": "fail", "via": "local",
+             "graphs": rows, "layers": {"fx_graph": {"state": "miss"}}}
+    data = {"schema": "pytest-compilecache/report", "checks": [check],
+            "settings": {"baseline": "main", "baseline_warm": True}}
+    assert gha.outputs(data)["drifted"] == "1"
+    # a local restart's own keys moving between its runs is no drift against a baseline
+    assert gha.outputs({**data, "settings": {}})["drifted"] == "0"

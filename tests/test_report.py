@@ -81,3 +81,29 @@ def test_under_q_a_session_whose_checks_all_passed_prints_no_empty_table() -> No
     lines = tx.summary_lines(rows, quiet=True)
     assert lines[0] == "... and 3 more check(s): 3 passed (listed without -q)", lines
     assert not any(line.startswith(("warm start by path", "check")) for line in lines), lines
+
+
+def test_a_long_node_id_keeps_its_test_name_in_the_table() -> None:
+    # issue 52: ids were cut from the left, so the table showed "…dels.py::test_mlp[cu"
+    # with the directory gone and, for a long test name, the name's start gone too
+    deep = ("tests/integration/very/deep/directory/of/models/transformers/"
+            "test_transformer_models.py::test_decoder_warm")
+    params = "t.py::test_" + "x" * 40 + "[cuda-bf16-" + "y" * 40 + "]"
+    lines = tx.summary_lines([CheckResult(nodeid=deep, verdict="pass"),
+                              CheckResult(nodeid=params, verdict="pass")])
+    shown = [line.split(" ")[0] for line in lines[1:3]]
+    assert all(len(s) <= 60 for s in shown), shown
+    assert shown[0].startswith("tests/") and shown[0].endswith(
+        "…/test_transformer_models.py::test_decoder_warm"), shown
+    assert shown[1].startswith("test_xxxx") and shown[1].endswith("yyy]") and "…" in shown[1]
+
+
+def test_a_recording_s_seconds_are_not_under_cold_s() -> None:
+    # issue 52: a keys-only session's table put the recording time under `cold s`
+    rec = CheckResult(nodeid="t.py::test_mlp", verdict="recorded",
+                      timings={"cold_s": 0.01, "cold_process_s": 3.3})
+    assert tx.row_cells(rec)[1] == ("-", "-", "-")
+    lines = tx.summary_lines([rec.summary_row(), CheckResult(
+        nodeid="t.py::test_b", verdict="recorded", timings={"cold_process_s": 1.0})])
+    assert any(x.startswith("recorded: the keys of 2 check(s) in 4.3 s of phase processes")
+               for x in lines), lines

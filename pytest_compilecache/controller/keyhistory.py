@@ -50,6 +50,23 @@ class KeyHistory:
             self._commit = history.commit_info(self.config.rootpath, this_session(own))
         return self._commit
 
+    def dirty_line(self) -> Optional[str]:
+        """One line where this commit's tree is dirty: what made it so and what that
+        turns off (a path ending in -dirty.json was the only sign)."""
+        commit = self.commit()
+        if self.store_path is None or not commit.get("dirty"):
+            return None
+        said = mf.dirty_causes(commit) or (
+            f"git could not list untracked files: {commit['untracked_error']}"
+            if commit.get("untracked_error") else "")
+        off = [f"its keys go to {commit.get('short')}-dirty.json, replaced by the next dirty "
+               f"run, not to the commit's manifest"]
+        if self.settings.trend:
+            off.append("no trend point and no trend")
+        if self.settings.store_caches:
+            off.append("no compile caches kept in the store")
+        return "work tree dirty" + (f" ({said})" if said else "") + ": " + "; ".join(off)
+
     def store_entry(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any],
                     result: CheckResult) -> None:
         if self.store_path is None or not entry["graphs"]:

@@ -48,8 +48,7 @@ class CompileCacheSession:
 
     def __init__(self, config: pytest.Config, settings: Settings,
                  launcher: Optional[Launcher] = None) -> None:
-        self.config = config
-        self.settings = settings
+        self.config, self.settings = config, settings
         self.role = role_of(config)
         self.launcher: Launcher = launcher or (
             PreloadedLauncher(LauncherState.chosen(settings.launcher_state, str(config.rootpath)))
@@ -397,4 +396,5 @@ class CompileCacheSession:
                 no_checks=self.no_checks, gone=self.gone, manifests=self.manifest_paths,
                 root=self.settings.root, report=self.report_path,
                 report_problem=self.report_problem,
-                report_said=[x for x in (self.report_aside,) if x] + self.report_said)
+                report_said=[x for x in (self.report_aside,) if x] + self.report_said,
+                dirty=self.history.dirty_line)

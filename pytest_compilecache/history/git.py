@@ -10,8 +10,9 @@ import contextlib
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
+from pytest_compilecache.history.untracked import SessionReads
 from pytest_compilecache.owndeps import import_own
 
 UNKNOWN: Dict[str, Any] = {"sha": "unknown", "short": "unknown", "dirty": None}
@@ -51,12 +52,13 @@ def _info(commit: Any, dirty: Optional[bool]) -> Dict[str, Any]:
             "subject": commit.summary, "time": commit.committed_date}
 
 
-def commit_info(path: Path, reads: Optional[Callable[[Path], bool]] = None) -> Dict[str, Any]:
+def commit_info(path: Path, reads: Optional[SessionReads] = None) -> Dict[str, Any]:
     """sha, short sha, subject, dirty flag of HEAD at `path`; "unknown" when not knowable.
-    With `reads` (history/untracked.py), the untracked files it says the session reads
-    make the tree dirty too, listed under "untracked" (relative to the work tree): a
-    clean commit's manifest must come from a tree that matches the commit. git lists no
-    .gitignored file as untracked."""
+    What made a tree dirty is named (relative to the work tree): "modified", the tracked
+    files that differ from HEAD; with `reads` (history/untracked.py), "untracked", the
+    untracked files it says the session reads, and "ignored", the files the session did
+    read that git ignores: a clean commit's manifest must come from a tree that matches
+    the commit."""
     try:
         repo = _repo(path)
         head = repo.head.commit
@@ -69,15 +71,38 @@ def commit_info(path: Path, reads: Optional[Callable[[Path], bool]] = None) -> D
     except Exception:
         dirty = None
     info = _info(head, dirty)
+    if dirty:
+        with contextlib.suppress(Exception):  # the names are a courtesy
+            info["modified"] = _listed(repo.git.diff("HEAD", "--name-only").splitlines())
     if reads is not None:
         try:
-            root = Path(repo.working_tree_dir)
-            read = sorted(f for f in repo.untracked_files if reads(root / f))
+            found = _read_files(repo, reads)
         except Exception as e:  # unknowable: not clean either
             return {**info, "dirty": True, "untracked_error": f"{type(e).__name__}: {e}"}
-        if read:
-            info.update(dirty=True, untracked=read)
+        info.update({k: _listed(v) for k, v in found.items() if v})
+        info["dirty"] = bool(dirty or any(found.values()))
     return info
+
+
+NAMED = 50  # files named per kind in a manifest; the rest counted
+
+
+def _listed(names: List[str]) -> List[str]:
+    more = len(names) - NAMED
+    return names[:NAMED] + ([f"(+{more} more)"] if more > 0 else [])
+
+
+def _read_files(repo: Any, reads: SessionReads) -> Dict[str, List[str]]:
+    """The untracked files the session reads, and the files it did read that git
+    ignores (its ignore rules list no untracked file; `ls-files` says which are tracked)."""
+    root = Path(repo.working_tree_dir)
+    untracked = sorted(f for f in repo.untracked_files if reads(root / f))
+    candidates = [f for f in reads.read_files(root) if f not in untracked]
+    tracked: set = set()
+    for i in range(0, len(candidates), 200):
+        tracked.update(repo.git.ls_files("-z", "--", *candidates[i:i + 200]).split("\0"))
+    return {"untracked": untracked,
+            "ignored": sorted(f for f in candidates if f not in tracked)}
 
 
 def resolve(path: Path, rev: str) -> Dict[str, Any]:

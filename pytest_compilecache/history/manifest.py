@@ -329,12 +329,27 @@ def commit_label(manifest: Dict[str, Any]) -> str:
     c = manifest.get("commit") or {}
     label = c.get("short") or (c.get("sha") or "unknown")[:10]
     if c.get("dirty"):
-        untracked = c.get("untracked") or []
-        label += (f" (dirty: untracked {', '.join(map(str, untracked[:3]))}"
-                  f"{', ...' if len(untracked) > 3 else ''})" if untracked else " (dirty)")
+        said = dirty_causes(c, 3)
+        label += f" (dirty: {said})" if said else " (dirty)"
     if c.get("subject"):
         label += f" \"{c['subject']}\""
     return label
+
+
+DIRTY_KINDS = (("modified", "modified"), ("untracked", "untracked"),
+               ("ignored", "ignored by git but read"))
+
+
+def dirty_causes(commit: Dict[str, Any], per_kind: int = 5) -> str:
+    """What made a work tree dirty, from its commit record: "modified a.py; untracked
+    conftest.py, ..." (empty where the record names nothing)."""
+    said = []
+    for key, words in DIRTY_KINDS:
+        names = [str(n) for n in commit.get(key) or []]
+        if names:
+            said.append(f"{words} {', '.join(names[:per_kind])}"
+                        + (", ..." if len(names) > per_kind else ""))
+    return "; ".join(said)
 
 
 def drift_lines(nodeid: str, cmp: Dict[str, Any], base_label: str = "base",

@@ -53,6 +53,18 @@ def _missed(r: CheckResult) -> List[str]:
     return [n for n in layers.LAYERS if n in r.layers and r.layers[n].state in ("miss", "bypass")]
 
 
+def keys_drifted(r: CheckResult, deployed: bool = False) -> bool:
+    """The check's keys differ from the baseline's: compared with its manifest
+    (--compile-cache-baseline), or, `deployed` (--compile-cache-baseline-warm: the local
+    restart's cold run is the baseline's), a warm lookup missed with components that
+    differ from its cold twin's. The deploy step said drifted=0 for a check that failed
+    on exactly that."""
+    if (r.drift or {}).get("status") in ("drifted", "gone", "new"):
+        return True
+    return deployed and r.via == "local" and any(
+        g.get("phase") == "warm" and g.get("drift") for g in r.graphs)
+
+
 def headline(r: CheckResult) -> str:
     """What went wrong, in a few words: the annotation's title."""
     missed = _missed(r)
@@ -64,7 +76,7 @@ def headline(r: CheckResult) -> str:
         return f"compile-cache: {r.verdict}"
     if any(p.startswith("outputs") for p in r.problems):
         return "compile-cache: outputs differ"
-    if r.drift and r.drift.get("status") in ("drifted", "gone", "new"):
+    if keys_drifted(r):
         return "compile-cache: key drift"
     return f"compile-cache: {r.verdict}"
 
@@ -114,7 +126,8 @@ def outputs(data: Dict[str, Any], report_path: str = "") -> Dict[str, str]:
     results = [CheckResult.from_json(c) for c in checks]
     count = summarize(checks)  # the report's own count (a merged one's too)
     missed = sorted({n for r in results for n in _missed(r)}, key=layers.LAYERS.index)
-    drifted = sum(1 for r in results if (r.drift or {}).get("status") in ("drifted", "gone", "new"))
+    deployed = bool((data.get("settings") or {}).get("baseline_warm"))
+    drifted = sum(1 for r in results if keys_drifted(r, deployed))
     env = _env_id(results)
     devices = sorted({r.device for r in results if r.device})
     return {"verdict": overall_verdict(data), "checks": str(len(results)),

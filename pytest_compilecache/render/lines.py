@@ -151,11 +151,44 @@ def _torch(r: CheckResult) -> str:
 
 def row_cells(r: CheckResult) -> Tuple[List[str], Tuple[str, str, str]]:
     """One check's row of the summary table (terminal and job summary): each layer's
-    state, then cold s, warm s, warm/cold."""
+    state, then cold s, warm s, warm/cold. A recording's seconds (a compile stopped once
+    its keys were logged, or a cold run alone) are no cold start: recorded_line says them."""
     q = ratio(r)
+    cold = None if r.verdict == "recorded" else r.timings.get("cold_s")
     return ([r.layers[n].state if n in r.layers else "-" for n in layers.LAYERS],
-            (_s(r.timings.get("cold_s")), _s(r.timings.get("warm_s")),
-             "-" if q is None else f"{q:.2f}"))
+            (_s(cold), _s(r.timings.get("warm_s")), "-" if q is None else f"{q:.2f}"))
+
+
+def recorded_line(results: Sequence[CheckResult]) -> List[str]:
+    """The recordings' seconds, out of the cold s column."""
+    took = [r.timings.get("cold_process_s") for r in results if r.verdict == "recorded"]
+    if not took:
+        return []
+    known = [t for t in took if t is not None]
+    return [f"recorded: the keys of {len(took)} check(s)"
+            + (f" in {sum(known):.1f} s of phase processes" if known else "")
+            + " (a recording compiles cold once, maybe stopped before code generation: "
+              "no cold or warm start is timed)"]
+
+
+def fit(label: str, width: int) -> str:
+    """A node id in `width` characters, its test name kept: the directory part goes
+    first (the file name stays while it can), then the middle of the test name."""
+    if len(label) <= width:
+        return label
+    path, sep, test = label.partition("::")
+    room = width - len(sep) - len(test)
+    if not sep or room < 2:
+        return _middle(test if sep else label, width)
+    name = path.rsplit("/", 1)[-1]
+    if len(name) + 2 < room:
+        return path[:room - len(name) - 2] + "…/" + name + sep + test
+    return "…" + path[len(path) - room + 1:] + sep + test
+
+
+def _middle(text: str, width: int) -> str:
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 FOLDED = ("pass", "recorded")  # under -q, counted rather than listed
@@ -172,7 +205,7 @@ def summary_lines(results: Sequence[CheckResult], quiet: bool = False) -> List[s
     folded = [r for r in results if quiet and r.verdict in FOLDED]
     if folded:
         results = [r for r in results if r.verdict not in FOLDED]
-    lines = _table(results) + _folded_line(folded)
+    lines = _table(results) + _folded_line(folded) + recorded_line([*results, *folded])
     lines += _eager_lines(results, folded)
     lines += _unseen_lines(results, folded)
     lines += _accepted_lines(results, folded)
@@ -239,7 +272,7 @@ def _table(results: Sequence[CheckResult]) -> List[str]:
         f" {'cold s':>7} {'warm s':>7} {'warm/cold':>9}"
     lines = [head]
     for r in results:
-        name = r.label if len(r.label) <= width else "…" + r.label[-(width - 1):]
+        name = fit(r.label, width)
         states, (cold, warm, q) = row_cells(r)
         cells = " ".join(f"{c:<8}" for c in states)
         lines.append(f"{name:<{width}} {r.verdict:<7} {cells} {cold:>7} {warm:>7} {q:>9}")

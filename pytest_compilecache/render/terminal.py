@@ -2,7 +2,7 @@
 rest folded under -q), what was kept, and where the report went."""
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Iterable, List, Optional, Sequence
 
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.render.lines import summary_lines
@@ -16,8 +16,10 @@ NO_CHECKS = ("--compile-cache-check selected no check: no collected test carries
 def write_summary(tr: Any, results: Sequence[CheckResult], *, quiet: bool,
                   no_checks: Optional[str], gone: Iterable[str], manifests: Iterable[str],
                   root: Optional[str], report: Optional[str], report_problem: Optional[str],
-                  report_said: List[str]) -> None:
-    """Write the summary through pytest's terminal reporter `tr`."""
+                  report_said: List[str],
+                  dirty: Callable[[], Optional[str]] = lambda: None) -> None:
+    """Write the summary through pytest's terminal reporter `tr`; `dirty`: the line
+    saying the work tree is dirty, asked only where a check ran."""
     if no_checks:
         tr.write_sep("=", "compile-cache: no check ran", yellow=True, bold=True)
         tr.write_line(no_checks, yellow=True)
@@ -32,6 +34,9 @@ def write_summary(tr: Any, results: Sequence[CheckResult], *, quiet: bool,
         tr.write_line(f"  gone      {nodeid} (in the baseline, not here)")
     for path in sorted(manifests):
         tr.write_line(f"key manifest: {path}")
+    dirty_said = dirty()
+    if dirty_said:
+        tr.write_line(dirty_said, yellow=True)
     kept = [r for r in results if r.cache_root]
     if kept:
         where = f" --root {root}" if root else ""
