@@ -11,6 +11,7 @@ launches of `python -m torch.distributed.run --standalone --nproc-per-node 2 BOD
            compile gives (the reference a rank false hit is judged against)
 
     python benchmarks/fleet/plain_pair.py [BODY ...] [--nproc 2] [--keep DIR] [--keys]
+        [--pythonhashseed N]
 
 No BODY, or `all`, runs every body (about 4 minutes on 2 cores). Bodies:
 
@@ -32,6 +33,8 @@ hit, and differs from the rank's own compile) and the launch's wall seconds.
 FxGraphCachePickler.get_key input, under KEEP/BODY/LAUNCH/keys/) and prints, per rank,
 whether the cold and warm launches hashed the same bytes and the first pickle opcode
 where they differ (pickletools); --keep keeps everything (logs, keys, outputs).
+--pythonhashseed N sets PYTHONHASHSEED=N in every launch: Python's str hashes then agree
+between processes (a key holding one, e.g. a DeviceMesh's memoized `_hash`, then agrees).
 """
 from __future__ import annotations
 
@@ -54,7 +57,8 @@ LAUNCHES = ("cold", "warm", "private")
 HERE = Path(__file__).resolve().parent
 
 
-def launch(body: str, name: str, root: Path, nproc: int, keys: bool) -> Dict[str, Any]:
+def launch(body: str, name: str, root: Path, nproc: int, keys: bool,
+           seed: Optional[str]) -> Dict[str, Any]:
     """One torchrun launch of BODY; returns its ranks' results and wall seconds."""
     out = root / name
     out.mkdir(parents=True)
@@ -65,6 +69,8 @@ def launch(body: str, name: str, root: Path, nproc: int, keys: bool) -> Dict[str
                TORCHINDUCTOR_FX_GRAPH_CACHE="1", TORCHINDUCTOR_AUTOGRAD_CACHE="1",
                PLAIN_PAIR_OUT=str(out), PLAIN_PAIR_KEYS="1" if keys else "0",
                OMP_NUM_THREADS="1")
+    if seed is not None:
+        env["PYTHONHASHSEED"] = seed
     if name == "private":
         env["PLAIN_PAIR_PRIVATE"] = str(root / "private")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -136,8 +142,8 @@ def print_keys(body: str, root: Path, nproc: int) -> None:
                   f"({len(da)} B), warm {b.stem.split('-')[2][:12]} ({len(db)} B): {same}")
 
 
-def run_body(body: str, root: Path, nproc: int, keys: bool) -> None:
-    results = {name: launch(body, name, root, nproc, keys) for name in LAUNCHES}
+def run_body(body: str, root: Path, nproc: int, keys: bool, seed: Optional[str]) -> None:
+    results = {name: launch(body, name, root, nproc, keys, seed) for name in LAUNCHES}
     private = results["private"]["ranks"]
     for name in LAUNCHES:
         launch_result = results[name]
@@ -152,14 +158,16 @@ def run_body(body: str, root: Path, nproc: int, keys: bool) -> None:
         print_keys(body, root, nproc)
 
 
-def run_all(names: List[str], root: Path, nproc: int, keys: bool) -> None:
+def run_all(names: List[str], root: Path, nproc: int, keys: bool,
+            seed: Optional[str]) -> None:
     print(f"torch {torch.__version__}, {nproc} ranks, gloo; launch command: "
-          f"python -m torch.distributed.run --standalone --nproc-per-node {nproc} BODY\n")
+          f"python -m torch.distributed.run --standalone --nproc-per-node {nproc} BODY"
+          + (f"; PYTHONHASHSEED={seed}" if seed is not None else "") + "\n")
     print("| body | launch | rank | fx hit/miss | aot hit/miss | outputs | vs private rank | "
           "verdict | launch s |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
-        run_body(name, root / name, nproc, keys)
+        run_body(name, root / name, nproc, keys, seed)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -170,6 +178,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--keep", type=Path, help="keep everything under this new dir")
     parser.add_argument("--keys", action="store_true",
                         help="keep and compare the bytes of each FX key (the docstring)")
+    parser.add_argument("--pythonhashseed", metavar="N",
+                        help="PYTHONHASHSEED for every launch (the docstring)")
     args = parser.parse_args(argv)
     names = list(BODIES) if args.bodies in ([], ["all"]) else args.bodies
     unknown = [n for n in names if n not in BODIES]
@@ -177,10 +187,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         parser.error(f"unknown body {', '.join(unknown)}; known: {', '.join(BODIES)}")
     if args.keep:
         args.keep.mkdir(parents=True)
-        run_all(names, args.keep, args.nproc, args.keys)
+        run_all(names, args.keep, args.nproc, args.keys, args.pythonhashseed)
         return
     with tempfile.TemporaryDirectory(prefix="plain-pair-") as tmp:
-        run_all(names, Path(tmp), args.nproc, args.keys)
+        run_all(names, Path(tmp), args.nproc, args.keys, args.pythonhashseed)
 
 
 if __name__ == "__main__":

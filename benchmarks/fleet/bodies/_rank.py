@@ -27,7 +27,6 @@ def _keep_key_bytes() -> None:
     """Observe the FX key's pickled bytes (PLAIN_PAIR_KEYS=1): what torch hashes, as is."""
     from torch._inductor import codecache
 
-    original = codecache.FxGraphCachePickler.get_key
     seen = [0]
 
     def get_key(self: codecache.FxGraphCachePickler, obj: object) -> str:
@@ -39,7 +38,6 @@ def _keep_key_bytes() -> None:
         seen[0] += 1
         return key
 
-    assert original is not None
     codecache.FxGraphCachePickler.get_key = get_key  # type: ignore[method-assign]
 
 
