@@ -33,8 +33,10 @@ hit, and differs from the rank's own compile) and the launch's wall seconds.
 FxGraphCachePickler.get_key input, under KEEP/BODY/LAUNCH/keys/) and prints, per rank,
 whether the cold and warm launches hashed the same bytes and the first pickle opcode
 where they differ (pickletools); --keep keeps everything (logs, keys, outputs).
---pythonhashseed N sets PYTHONHASHSEED=N in every launch: Python's str hashes then agree
-between processes (a key holding one, e.g. a DeviceMesh's memoized `_hash`, then agrees).
+--pythonhashseed N sets PYTHONHASHSEED=N in every launch, so that Python's str hashes
+agree between processes: whether a key that holds a Python hash (the tp_mlp key holds the
+DeviceMesh's memoized `_hash`) then agrees (on Python 3.11 it does not: hash(None), which
+that hash takes in too, is the address of None, another in every process).
 """
 from __future__ import annotations
 
