@@ -29,8 +29,8 @@ outputs (the losses, or the output tensor's sum), whether the output equals the 
 launch's same rank (bitwise; else the largest absolute difference), a verdict (FALSE HIT:
 hit, and differs from the rank's own compile) and the launch's wall seconds.
 
---keys keeps the bytes torch hashes into each FX graph cache key (each rank's
-FxGraphCachePickler.get_key input, under KEEP/BODY/LAUNCH/keys/) and prints, per rank,
+--keys keeps the bytes torch hashes into each FX graph and AOTAutograd cache key (the
+pickles torch's key picklers hash, under KEEP/BODY/LAUNCH/keys/) and prints, per rank,
 whether the cold and warm launches hashed the same bytes and the first pickle opcode
 where they differ (pickletools); --keep keeps everything (logs, keys, outputs).
 --pythonhashseed N sets PYTHONHASHSEED=N in every launch, so that Python's str hashes
@@ -125,23 +125,26 @@ def first_difference(a: bytes, b: bytes) -> str:
     la, lb = lines(a), lines(b)
     for i, (x, y) in enumerate(zip(la, lb)):
         if x != y:
-            return f"opcode {i}: {x.strip()[:70]!r} vs {y.strip()[:70]!r}"
+            x, y = (" ".join(z.split()[1:])[:70] for z in (x, y))  # less the opcode byte
+            return f"opcode {i}: {x!r} vs {y!r}"
     return f"one is a prefix of the other ({len(la)} vs {len(lb)} opcodes)"
 
 
-def key_files(root: Path, name: str, r: int) -> List[Path]:
-    found = (root / name / "keys").glob(f"rank{r}-fx*.pkl")
-    return sorted(found, key=lambda p: int(p.name.split("-")[1][2:]))
+def key_files(root: Path, name: str, r: int, kind: str) -> List[Path]:
+    found = (root / name / "keys").glob(f"rank{r}-{kind}*.pkl")
+    return sorted(found, key=lambda p: int(p.name.split("-")[1][len(kind):]))
 
 
 def print_keys(body: str, root: Path, nproc: int) -> None:
     for r in range(nproc):
-        cold, warm = key_files(root, "cold", r), key_files(root, "warm", r)
-        for i, (a, b) in enumerate(zip(cold, warm)):
-            da, db = a.read_bytes(), b.read_bytes()
-            same = "same bytes" if da == db else first_difference(da, db)
-            print(f"- {body} rank {r} FX key {i}: cold {a.stem.split('-')[2][:12]} "
-                  f"({len(da)} B), warm {b.stem.split('-')[2][:12]} ({len(db)} B): {same}")
+        for kind in ("fx", "aot"):
+            cold, warm = key_files(root, "cold", r, kind), key_files(root, "warm", r, kind)
+            for i, (a, b) in enumerate(zip(cold, warm)):
+                da, db = a.read_bytes(), b.read_bytes()
+                same = "same bytes" if da == db else first_difference(da, db)
+                print(f"- {body} rank {r} {kind.upper()} key {i}: cold "
+                      f"{a.stem.split('-')[2][:12]} ({len(da)} B), warm "
+                      f"{b.stem.split('-')[2][:12]} ({len(db)} B): {same}")
 
 
 def run_body(body: str, root: Path, nproc: int, keys: bool, seed: Optional[str]) -> None:

@@ -23,22 +23,37 @@ from torch._dynamo.utils import counters  # noqa: E402
 OUT = Path(os.environ["PLAIN_PAIR_OUT"])
 
 
+def _keep(kind: str, seen: List[int], key: str, data: bytes) -> None:
+    (OUT / "keys").mkdir(exist_ok=True)
+    (OUT / "keys" / f"rank{RANK}-{kind}{seen[0]}-{key}.pkl").write_bytes(data)
+    seen[0] += 1
+
+
 def _keep_key_bytes() -> None:
-    """Observe the FX key's pickled bytes (PLAIN_PAIR_KEYS=1): what torch hashes, as is."""
+    """Observe the bytes each cache key hashes (PLAIN_PAIR_KEYS=1), as torch pickles them:
+    the FX graph key (FxGraphCachePickler.get_key) and the AOTAutograd key (the first
+    get_hash of each AOTAutogradCachePickler; the later ones are its debug lines)."""
+    from torch._functorch._aot_autograd import autograd_cache as aot
     from torch._inductor import codecache
 
-    seen = [0]
+    fx_seen, aot_seen = [0], [0]
 
     def get_key(self: codecache.FxGraphCachePickler, obj: object) -> str:
         data = self.dumps(obj)
         key = codecache.FX_GRAPH_CACHE_KEY_STRATEGY.key(data)
-        name = f"rank{RANK}-fx{seen[0]}-{key}.pkl"
-        (OUT / "keys").mkdir(exist_ok=True)
-        (OUT / "keys" / name).write_bytes(data)
-        seen[0] += 1
+        _keep("fx", fx_seen, key, data)
+        return key
+
+    def get_hash(self: codecache.FxGraphCachePickler, obj: object) -> str:
+        data = self.dumps(obj)
+        key = codecache.COMPACT_CACHE_KEY_STRATEGY.key(data)
+        if not getattr(self, "_plain_pair_kept", False):
+            self._plain_pair_kept = True  # type: ignore[attr-defined]
+            _keep("aot", aot_seen, key, data)
         return key
 
     codecache.FxGraphCachePickler.get_key = get_key  # type: ignore[method-assign]
+    aot.AOTAutogradCachePickler.get_hash = get_hash  # type: ignore[method-assign]
 
 
 def start() -> int:
