@@ -1,0 +1,5 @@
+"""The rank-folding post-grad pass, its uuid() keyed by the rank."""
+import _rank  # noqa: F401  (first: the cache dir before torch)
+import _fold_rank
+
+_fold_rank.run(keyed=True)
