@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
 
 OWNER_FILE = ".compilecache-owner"  # no .json: the results dir is read as *.json
 
@@ -52,7 +52,8 @@ def _zombie(pid: int) -> bool:
 
 def mark_owner(path: Path) -> None:
     """Record the owners of directory `path` (just made by this process): this process,
-    and in an xdist worker the controller that reports what the worker made. A worker
+    and in an xdist worker the controller that reports what the worker made (REPORTER_ENV,
+    not the parent pid: a session a test's worker starts is no worker). A worker
     exits before its controller reports the check's kept root: with the worker's pid
     alone, `clean` beside the session removed a failing check's root before it was
     reported as kept (issue 53)."""
@@ -60,12 +61,31 @@ def mark_owner(path: Path) -> None:
                                            for pid in _owners()))
 
 
+# the session's controller ("pid start"), set where it starts and inherited by its
+# xdist workers: what they make is the controller's to report
+REPORTER_ENV = "PYTEST_COMPILECACHE_REPORTER"
+
+
 def _owners() -> List[int]:
     pids = [os.getpid()]
-    parent = os.getppid()  # xdist's controller starts its workers
-    if os.environ.get("PYTEST_XDIST_WORKER") and parent > 1:
-        pids.append(parent)
+    reporter = os.environ.get(REPORTER_ENV, "").partition(" ")[0]
+    if reporter.isdigit() and int(reporter) not in pids:
+        pids.append(int(reporter))
     return pids
+
+
+def report_what_workers_make() -> Callable[[], None]:
+    """In the controller: the directories its workers make name it too (mark_owner);
+    returns the undo (a pytester session runs in the process of the tests)."""
+    before = os.environ.get(REPORTER_ENV)
+    os.environ[REPORTER_ENV] = f"{os.getpid()} {_started(os.getpid()) or '-'}"
+
+    def undo() -> None:
+        if before is None:
+            os.environ.pop(REPORTER_ENV, None)
+        else:
+            os.environ[REPORTER_ENV] = before
+    return undo
 
 
 def remove_owned(path: Union[str, Path]) -> None:

@@ -153,13 +153,18 @@ def test_a_root_an_xdist_worker_made_is_in_use_while_its_controller_runs(
     """`clean --min-age 0` beside a `-n 2` session removed a failing check's kept root
     0.4 s before the controller reported it (issue 53): its owner record named the
     worker, which had exited. A worker's record names its controller too (here: this
-    process, the parent of a stand-in worker that makes a root and exits)."""
+    process, as a controller hands itself to the stand-in worker that makes a root and
+    exits)."""
     from pytest_compilecache import leftovers
     from pytest_compilecache.isolation import ROOT_PARTS, cache_roots
 
     code = ("import sys; from pytest_compilecache.isolation import CacheRoot; "
             "print(CacheRoot.create('test-kept', sys.argv[1]).path)")
-    env = {**os.environ, "PYTEST_XDIST_WORKER": "gw0"}
+    undo = leftovers.report_what_workers_make()
+    try:
+        env = dict(os.environ)
+    finally:
+        undo()
     made = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env,
                           capture_output=True, text=True, check=True).stdout.strip()
     root = Path(made)

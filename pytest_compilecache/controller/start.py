@@ -42,7 +42,9 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
     watchdog = lifetime.Watchdog.start()  # before any process of the session starts
     if watchdog is not None:
         config.add_cleanup(watchdog.stop)
-    from pytest_compilecache.leftovers import set_aside
+    from pytest_compilecache.leftovers import report_what_workers_make, set_aside
+
+    config.add_cleanup(report_what_workers_make())
 
     session.report_aside = set_aside(settings.report)  # a killed session leaves none
     fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
