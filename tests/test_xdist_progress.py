@@ -85,14 +85,15 @@ def test_an_xdist_log_says_each_check_start_end_and_what_runs_while_silent(
         nodeid = load_record(case)["nodeid"]
         result.stdout.fnmatch_lines([f"compile-cache: [[]gw?[]] started {nodeid}",
                                      f"compile-cache: [[]gw?[]] * {nodeid} (* s)"])
-    result.stdout.fnmatch_lines(["compile-cache: * check(s) done; running: [[]gw?[]] * s*"])
+    result.stdout.fnmatch_lines(["compile-cache: * check(s) done; running: [[]gw?[]] * s (*)*"])
     assert out.count(" started ") == len(CASES), out
 
 
 def test_on_a_terminal_only_the_heartbeat_is_said() -> None:
     said: List[str] = []
     now = [0.0]
-    workers = Workers(said.append, log=False, every_s=30, clock=lambda: now[0])
+    workers = Workers(said.append, log=False, every_s=30, clock=lambda: now[0],
+                      held=lambda: {"t.py::test_a [cold]": "cpu#0"})
     workers.started("gw0", "t.py::test_a")
     workers.started("gw1", "t.py::test_b")
     now[0] = 29.0
@@ -102,5 +103,16 @@ def test_on_a_terminal_only_the_heartbeat_is_said() -> None:
     workers.beat()
     workers.beat()  # not again until 30 s more
     workers.finished("gw0", "t.py::test_a", "passed")
-    assert said == ["compile-cache: 0 check(s) done; running: [gw0] t.py::test_a 31 s, "
-                    "[gw1] t.py::test_b 31 s"]
+    assert said == ["compile-cache: 0 check(s) done; running: [gw0] t.py::test_a 31 s "
+                    "(cold on cpu#0), [gw1] t.py::test_b 31 s (holds no slot)"]
+
+
+def test_the_heartbeat_reads_who_holds_which_slot_from_the_leases(tmp_path: Path) -> None:
+    """The controller runs no phase: what its workers' phases hold, it reads from the
+    holder files their leases write in the session's lock dir."""
+    from pytest_compilecache.controller.gpus import SlotPool, cpu_slots, held_slots
+
+    pool = SlotPool(tmp_path / "locks", cpu_slots(2, 1), timeout=5)
+    with pool.lease("t.py::test_a [warm]"):
+        assert held_slots(str(tmp_path / "locks")) == {"t.py::test_a [warm]": "cpu#0"}
+    assert held_slots(str(tmp_path / "locks")) == {}

@@ -216,6 +216,17 @@ class SlotPool:
         return "; ".join(out) or "unknown"
 
 
+def held_slots(lock_dir: Optional[str]) -> Dict[str, str]:
+    """Who holds which slot now (`<node id> [<phase>]` -> `cpu#0`), from the holder files
+    the leases write: what the xdist controller's heartbeat says of its workers."""
+    out: Dict[str, str] = {}
+    for info in Path(lock_dir).glob("slot-*.holder") if lock_dir else ():
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            device, _, index = info.stem[len("slot-"):].rpartition("-")
+            out[str(json.loads(info.read_text()).get("who"))] = f"{device}#{index}"
+    return out
+
+
 def slots_header(settings: Any, workers: int) -> str:
     """The session's header line: how many checks can hold a slot at once and what the
     processes running checks (xdist's workers, or this one) do while they are taken, so

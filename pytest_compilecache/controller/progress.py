@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Any, Callable, ContextManager, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, ContextManager, Dict, Iterator, Mapping, Optional, Tuple
 
 
 class Progress:
@@ -107,8 +107,10 @@ class Workers:
     `every_s` seconds without a line (`beat`, called each second)."""
 
     def __init__(self, say: Callable[[str], None], log: bool, every_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 held: Callable[[], Mapping[str, str]] = dict) -> None:
         self.say, self.log, self.every_s, self.clock = say, log, every_s, clock
+        self.held = held  # `<node id> [<phase>]` -> the device slot its phase holds
         self.running: Dict[str, Tuple[str, float]] = {}  # worker -> (node id, since)
         self.done = 0
         self.last = clock()  # when a line was said
@@ -130,7 +132,16 @@ class Workers:
 
     def beat(self) -> None:
         if self.running and self.clock() - self.last >= self.every_s:
-            now = self.clock()
-            running = ", ".join(f"[{w}] {n} {now - t:.0f} s"
+            now, held = self.clock(), self.held()
+            running = ", ".join(f"[{w}] {n} {now - t:.0f} s ({_holds(n, held)})"
                                 for w, (n, t) in sorted(self.running.items()))
             self._line(f"{self.done} check(s) done; running: {running}")
+
+
+def _holds(nodeid: str, held: Mapping[str, str]) -> str:
+    """`cold on cpu#0`, or that the check holds no slot (it waits for one, or is
+    between its phases)."""
+    for who, slot in held.items():
+        if who.startswith(f"{nodeid} ["):
+            return f"{who[len(nodeid) + 2:-1]} on {slot}"
+    return "holds no slot"

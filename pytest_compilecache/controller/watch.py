@@ -11,14 +11,15 @@ from typing import Any, Optional
 
 import pytest
 
+from pytest_compilecache.controller.gpus import held_slots
 from pytest_compilecache.controller.progress import Workers
 
 HEARTBEAT_S = 30.0  # a line after this long without one: a CI log shows no silence longer
 
 
 class WorkerWatch:
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
+    def __init__(self, config: pytest.Config, lock_dir: Optional[str]) -> None:
+        self.config, self.lock_dir = config, lock_dir
         self.workers: Optional[Workers] = None
         self.stop = threading.Event()
         self.thread: Optional[threading.Thread] = None
@@ -31,7 +32,8 @@ class WorkerWatch:
         out = getattr(getattr(reporter, "_tw", None), "_file", None)
         tty = bool(getattr(out, "isatty", lambda: False)()) and os.environ.get("TERM") != "dumb"
         self.workers = Workers(functools.partial(_say, reporter), log=not tty,
-                               every_s=HEARTBEAT_S)
+                               every_s=HEARTBEAT_S,
+                               held=functools.partial(held_slots, self.lock_dir))
         self.thread = threading.Thread(target=self._beat, daemon=True,
                                        name="compilecache-heartbeat")
         self.thread.start()
