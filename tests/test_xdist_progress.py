@@ -73,12 +73,15 @@ def test_the_header_without_xdist_says_one_at_a_time(
         "checks run one at a time in this process"])
 
 
+@pytest.mark.parametrize("verbosity", ["-q", "-v"])
 def test_an_xdist_log_says_each_check_start_end_and_what_runs_while_silent(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, in_process: None) -> None:
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, in_process: None,
+        verbosity: str) -> None:
     """Not a terminal (pytester's output): a line per start and end, with the worker,
-    and the heartbeat (30 s in a session, a fraction of a second here)."""
+    and the heartbeat (30 s in a session, a fraction of a second here); each a line of
+    its own, after pytest's progress dots (-q) or node ids (-v), with no blank one."""
     monkeypatch.setattr(watch, "HEARTBEAT_S", 0.5)
-    result = _session(pytester, "-n", "2", "--compile-cache-threads=1")
+    result = _session(pytester, "-n", "2", "--compile-cache-threads=1", verbosity)
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     for case in CASES:
@@ -87,6 +90,9 @@ def test_an_xdist_log_says_each_check_start_end_and_what_runs_while_silent(
                                      f"compile-cache: [[]gw?[]] * {nodeid} (* s)"])
     result.stdout.fnmatch_lines(["compile-cache: * check(s) done; running: [[]gw?[]] * s (*)*"])
     assert out.count(" started ") == len(CASES), out
+    said = out.splitlines()  # (xdist's own blank line comes before the first)
+    mine = [i for i, line in enumerate(said) if line.startswith("compile-cache: [gw")]
+    assert all(said[i - 1].strip() for i in mine[1:]), out
 
 
 def test_on_a_terminal_only_the_heartbeat_is_said() -> None:

@@ -66,6 +66,7 @@ class WorkerWatch:
 def _say(reporter: Any, text: str) -> None:
     """A line of its own: under xdist pytest's progress characters leave the line open
     (the reporter's `write_line` starts a new one only after a file name)."""
-    if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+    width = getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0)
+    if width and not getattr(reporter, "currentfspath", None):
         reporter.write("\n")
     reporter.write_line(text)
