@@ -19,6 +19,7 @@ TESTS = Path(__file__).parent
 
 # the workers' conftest: each phase replayed from its record, a second long
 WORKER_CONFTEST = f'''
+import os
 import sys
 import time
 
@@ -29,9 +30,12 @@ from fakes import SessionReplay, load_record  # noqa: E402
 
 
 class Slow(SessionReplay):
-    def run(self, *args, **kwargs):
+    def run(self, argv, env, *args, **kwargs):
         time.sleep(1.5)
-        return super().run(*args, **kwargs)
+        crash_in = os.environ.get("NP_CRASH_IN")
+        if crash_in and crash_in in " ".join(map(str, argv)):
+            os._exit(1)  # the worker dies in the check's phase
+        return super().run(argv, env, *args, **kwargs)
 
 
 @pytest.hookimpl(trylast=True)
@@ -122,3 +126,13 @@ def test_the_heartbeat_reads_who_holds_which_slot_from_the_leases(tmp_path: Path
     with pool.lease("t.py::test_a [warm]"):
         assert held_slots(str(tmp_path / "locks")) == {"t.py::test_a [warm]": "cpu#0"}
     assert held_slots(str(tmp_path / "locks")) == {}
+
+
+def test_a_check_whose_worker_died_is_said_to_have_ended(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, in_process: None) -> None:
+    """xdist's report of a crashed worker carries no keywords: the check the worker was
+    running still ends, and the heartbeat no longer counts it as running."""
+    monkeypatch.setattr(watch, "HEARTBEAT_S", 0.5)
+    monkeypatch.setenv("NP_CRASH_IN", "drift")
+    result = _session(pytester, "-n", "2", "--compile-cache-threads=1")
+    result.stdout.fnmatch_lines(["compile-cache: [[]gw?[]] failed drift/test_drift.py::test_drift*"])

@@ -46,14 +46,18 @@ class WorkerWatch:
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A check's setup report says it started on its worker; the call report (or a
-        setup that did not pass) that it ended."""
-        if self.workers is None or "compile_cache" not in report.keywords:
+        setup that did not pass, or xdist's report of a crashed worker, which has no
+        keywords) that it ended."""
+        if self.workers is None or report.when == "teardown":
             return
         gateway = getattr(getattr(report, "node", None), "gateway", None)
         worker = str(getattr(gateway, "id", "?"))  # xdist sets `node` on a worker's report
+        running = self.workers.running.get(worker, ("",))[0] == report.nodeid
+        if not running and "compile_cache" not in report.keywords:
+            return
         if report.when == "setup" and report.passed:
             self.workers.started(worker, report.nodeid)
-        elif report.when in ("setup", "call"):
+        else:
             self.workers.finished(worker, report.nodeid, report.outcome)
 
     @pytest.hookimpl
