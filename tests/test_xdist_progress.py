@@ -135,4 +135,5 @@ def test_a_check_whose_worker_died_is_said_to_have_ended(
     monkeypatch.setattr(watch, "HEARTBEAT_S", 0.5)
     monkeypatch.setenv("NP_CRASH_IN", "drift")
     result = _session(pytester, "-n", "2", "--compile-cache-threads=1")
-    result.stdout.fnmatch_lines(["compile-cache: [[]gw?[]] failed drift/test_drift.py::test_drift*"])
+    result.stdout.fnmatch_lines(
+        ["compile-cache: [[]gw?[]] failed drift/test_drift.py::test_drift*"])
