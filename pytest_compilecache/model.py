@@ -97,7 +97,7 @@ class CheckResult:
         return CheckResult(
             nodeid=self.nodeid, verdict=self.verdict, device=self.device,
             device_name=self.device_name, versions=self.versions, via=self.via,
-            cache_root=self.cache_root, notes=self.notes[:1] if self.verdict == "n/a" else [],
+            cache_root=self.cache_root, notes=self.notes[:1 if self.verdict == "n/a" else 4],
             drift=drift, layers={n: LayerVerdict(state=lv.state, accepted=lv.accepted,
                                                  reasons=lv.reasons[:2] if lv.accepted else [])
                                  for n, lv in self.layers.items()},

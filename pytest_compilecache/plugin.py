@@ -129,6 +129,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(session, "compilecache-session")
 
 
+@pytest.hookimpl
+def pytest_report_header(config: pytest.Config) -> Any:
+    """The slots the session's checks share and what xdist's workers do with them (a
+    worker waiting for a slot is then expected, not a hang)."""
+    session = config.stash.get(_SESSION, None)
+    if session is None or not getattr(session, "role", None) or not session.role.reports:
+        return None
+    from pytest_compilecache.controller.gpus import slots_header
+
+    return slots_header(session.settings, int(config.getoption("numprocesses", 0) or 0))
+
+
 def _register_phase_child(config: pytest.Config, spec_path: str) -> None:
     """In a phase process: the child's plugin, with its side of the check's path."""
     from pytest_compilecache import paths

@@ -134,7 +134,7 @@ def test_a_variant_that_loads_another_variants_entry_and_computes_its_numbers_fa
     assert all(e["writer"].endswith("test_blind[two]") for e in loaded), loaded
     assert loaded[0]["key"][:16] in problem
     assert "that variant [two] wrote (same key)" in problem
-    assert "The variants differ in scale (2.0 -> 3.0)" in problem
+    assert "the variants differ in scale (2.0 -> 3.0)" in problem
     assert "post_grad_custom_post_pass='fold-scale-v1'" in problem
     assert "a custom graph pass's uuid()" in problem
     assert c["shared"]["outputs_equal"] is False
@@ -186,7 +186,7 @@ def test_a_trackers_false_hit_an_allow_in_graph_callable_under_checkpoint_is_cau
     assert problem.startswith("false hit: this variant (variant [three]) loaded the "
                               "aot_autograd entry "), problem
     assert "that variant [two] wrote (same key)" in problem
-    assert "The variants differ in setting (2.0 -> 3.0)" in problem
+    assert "the variants differ in setting (2.0 -> 3.0)" in problem
     assert "code the key does not hash (an allow_in_graph callable's body" in problem
     # the forward's output and the gradients both carry the writer's setting
     assert {m["name"] for m in c["outputs"]["shared_vs_cold"]["mismatches"]} >= {"record:out"}

@@ -123,12 +123,30 @@ def test_a_false_hit_names_the_entry_the_writer_the_difference_and_the_fix() -> 
     assert problem.startswith("false hit: this variant (variant [three]) loaded the "
                               "aot_autograd entry ")
     assert "that variant [two] wrote (same key), and 1 more of its entries" in problem
-    assert "The variants differ in scale (2.0 -> 3.0), which the key cannot see" in problem
+    assert "the variants differ in scale (2.0 -> 3.0), which the key cannot see" in problem
     assert "of its 637 key components, the extension points that are set are " \
         "post_grad_custom_post_pass='fold-scale-v1', equal for both variants" in problem
     assert problem.endswith("or give the variants separate cache dirs")
     assert res.shared["shared_by"] == 2 and res.shared["outputs_equal"] is False
     assert res.verdict == "fail"
+
+
+def test_a_false_hit_reads_a_line_each_loaded_differs_key_and_fix() -> None:
+    """Issue 52 point 5: one line of ~900 characters was not read."""
+    from pytest_compilecache.render.lines import failure_lines
+
+    res = rejudge(load("false_hit_custom_pass"))
+    first, *rest = res.problems[0].splitlines()
+    assert first.startswith("false hit: this variant (variant [three]) loaded the ")
+    assert first.endswith("that variant [two] wrote (same key), and 1 more of its entries")
+    assert [line.split(":")[0] for line in rest] == [
+        "    outputs", "    what differs", "    what the key holds", "    fix"]
+    assert rest[1] == ("    what differs: the variants differ in scale (2.0 -> 3.0), which "
+                       "the key cannot see")
+    assert max(len(line) for line in [first, *rest]) < 300
+    report = failure_lines(res)
+    at = report.index(next(x for x in report if x.startswith("  false hit: ")))
+    assert report[at:at + 5] == [f"  {first}", *(f"  {x}" for x in rest)]
 
 
 def test_an_entry_loaded_with_equal_outputs_is_sharing_not_a_false_hit() -> None:
@@ -274,3 +292,19 @@ def test_seen_by_keeps_the_ledger_small() -> None:
                             variants.Variant("t[b]", "b", {}))
     assert len(seen["not_loaded"]) == 16 and seen["loaded"] == {}
     assert SimpleNamespace(**seen).writers == ["t[a]"]
+
+
+def test_under_v_the_summary_shows_what_a_passing_shared_turn_noted() -> None:
+    """Issue 52 point 5: the shared turn's notes were only in the JSON report. The
+    summary prints from the checks' rows (their results are spooled): the row keeps them."""
+    from pytest_compilecache.render.lines import summary_lines
+
+    rec = load("false_hit_custom_pass")
+    _shared(rec)["compare_cold"].update(ok=True, mismatches=[])
+    res = rejudge(rec)
+    assert res.verdict == "pass"
+    verbose = summary_lines([res.summary_row()], verbose=True)
+    at = verbose.index("notes of passing checks:")
+    assert verbose[at + 1].startswith(f"  {res.label}: shared cache: shared by 2 variants: "
+                                      f"loaded 2 entr(ies) that variant [two] wrote")
+    assert "notes of passing checks:" not in summary_lines([res.summary_row()])

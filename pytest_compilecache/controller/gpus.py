@@ -99,16 +99,20 @@ def shared_lock_dir(chosen: Path) -> Path:
 def session_pool(settings: Any, lock_path: Optional[str]) -> "SlotPool":
     """A session's slots: its GPUs' (--compile-cache-gpus, else those visible), each
     --compile-cache-jobs-per-gpu times, or the cores' on CPU, a check's threads each."""
-    from pytest_compilecache.gpulist import parse_gpus
-
-    devices: List[str] = []
-    if settings.device != "cpu":
-        devices = parse_gpus(settings.gpus) or visible_gpus()
-    slots = (slots_for(devices, settings.jobs_per_gpu) if devices
+    slots = (slots_for(devices, settings.jobs_per_gpu) if (devices := _devices(settings))
              else cpu_slots(os.cpu_count() or 1, settings.threads))
     return SlotPool(Path(lock_path or session_lock_dir(settings.lock_dir)), slots,
                     settings.lease_timeout,
                     say=lambda m: print(f"pytest-compilecache: {m}", file=sys.stderr, flush=True))
+
+
+def _devices(settings: Any) -> List[str]:
+    """The GPUs a session's checks run on (none: the CPU's cores)."""
+    from pytest_compilecache.gpulist import parse_gpus
+
+    if settings.device == "cpu":
+        return []
+    return parse_gpus(settings.gpus) or visible_gpus()
 
 
 def session_lock_dir(chosen: Optional[str]) -> str:
@@ -210,3 +214,39 @@ class SlotPool:
                 h = json.loads(info.read_text())
                 out.append(f"{slot.name}: {h.get('who')} (pid {h.get('pid')})")
         return "; ".join(out) or "unknown"
+
+
+def held_slots(lock_dir: Optional[str]) -> Dict[str, str]:
+    """Who holds which slot now (`<node id> [<phase>]` -> `cpu#0`), from the holder files
+    the leases write: what the xdist controller's heartbeat says of its workers."""
+    out: Dict[str, str] = {}
+    for info in Path(lock_dir).glob("slot-*.holder") if lock_dir else ():
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            device, _, index = info.stem[len("slot-"):].rpartition("-")
+            out[str(json.loads(info.read_text()).get("who"))] = f"{device}#{index}"
+    return out
+
+
+def slots_header(settings: Any, workers: int) -> str:
+    """The session's header line: how many checks can hold a slot at once and what the
+    processes running checks (xdist's workers, or this one) do while they are taken, so
+    that a worker waiting for a slot is expected, not a hang."""
+    devices = _devices(settings)
+    if devices:
+        n = len(devices) * settings.jobs_per_gpu
+        what = f"GPU {', '.join(devices)}, {settings.jobs_per_gpu} a GPU"
+        raise_it = "--compile-cache-jobs-per-gpu"
+    else:
+        cores = os.cpu_count() or 1
+        n = len(cpu_slots(cores, settings.threads))
+        what = f"CPU: {cores} cores, --compile-cache-threads={settings.threads} a check"
+        raise_it = "a lower --compile-cache-threads"
+    said = f"compile-cache: {n} device slot{'s' if n != 1 else ''} ({what}); "
+    if workers <= 1:
+        return said + "checks run one at a time in this process"
+    if workers <= n:
+        return said + f"{workers} xdist workers, each check holds a slot while it compiles"
+    return said + (f"{workers} xdist workers share {'it' if n == 1 else 'them'}: "
+                   f"{workers - n} wait{'s' if workers - n == 1 else ''} while "
+                   f"{'another compiles' if n == 1 else 'others compile'} "
+                   f"(more at once: {raise_it}; fewer waiting: -n {n})")

@@ -5,13 +5,19 @@ logging writes (pytest then repeats the test's name before its outcome). Otherwi
 terminal only, a live `[cold 12 s]` after the progress dots, erased when the phase ends,
 written straight to the terminal so pytest's own line accounting is untouched. Nothing
 in an xdist worker (it has no terminal) or when output is not a terminal (CI logs stay
-clean). No pytest import: the session hands in the terminal reporter."""
+clean).
+
+Under xdist the controller runs no phase and its workers have no terminal: `Workers`
+says what each worker runs from the reports they send, a line when a check starts or
+ends in a log (no terminal), and on a terminal too a line after 30 s without one, so a
+worker waiting minutes for a slot is not silence. No pytest import: the session hands
+in the terminal reporter."""
 from __future__ import annotations
 
 import contextlib
 import threading
 import time
-from typing import Any, Callable, ContextManager, Iterator, Optional
+from typing import Any, Callable, ContextManager, Dict, Iterator, Mapping, Optional, Tuple
 
 
 class Progress:
@@ -93,3 +99,49 @@ class _Ticker:
                 with contextlib.suppress(OSError, ValueError), self.uncaptured():
                     self.file.write("\b" * n + " " * n + "\b" * n)
                     self.file.flush()
+
+
+class Workers:
+    """What xdist's workers run, said through `say` (one line each): in a log, each
+    check's start and end; on a terminal and in a log, the running checks after
+    `every_s` seconds without a line (`beat`, called each second)."""
+
+    def __init__(self, say: Callable[[str], None], log: bool, every_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 held: Callable[[], Mapping[str, str]] = dict) -> None:
+        self.say, self.log, self.every_s, self.clock = say, log, every_s, clock
+        self.held = held  # `<node id> [<phase>]` -> the device slot its phase holds
+        self.running: Dict[str, Tuple[str, float]] = {}  # worker -> (node id, since)
+        self.done = 0
+        self.last = clock()  # when a line was said
+
+    def _line(self, text: str) -> None:
+        self.last = self.clock()
+        self.say(f"compile-cache: {text}")
+
+    def started(self, worker: str, nodeid: str) -> None:
+        self.running[worker] = (nodeid, self.clock())
+        if self.log:
+            self._line(f"[{worker}] started {nodeid}")
+
+    def finished(self, worker: str, nodeid: str, outcome: str) -> None:
+        _, since = self.running.pop(worker, (nodeid, self.clock()))
+        self.done += 1
+        if self.log:
+            self._line(f"[{worker}] {outcome} {nodeid} ({self.clock() - since:.0f} s)")
+
+    def beat(self) -> None:
+        if self.running and self.clock() - self.last >= self.every_s:
+            now, held = self.clock(), self.held()
+            running = ", ".join(f"[{w}] {n} {now - t:.0f} s ({_holds(n, held)})"
+                                for w, (n, t) in sorted(self.running.items()))
+            self._line(f"{self.done} check(s) done; running: {running}")
+
+
+def _holds(nodeid: str, held: Mapping[str, str]) -> str:
+    """`cold on cpu#0`, or that the check holds no slot (it waits for one, or is
+    between its phases)."""
+    for who, slot in held.items():
+        if who.startswith(f"{nodeid} ["):
+            return f"{who[len(nodeid) + 2:-1]} on {slot}"
+    return "holds no slot"

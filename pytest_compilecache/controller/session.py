@@ -392,7 +392,7 @@ class CompileCacheSession:
         if self.role.reports:
             terminal.write_summary(
                 terminalreporter, self.results,
-                quiet=int(self.config.getoption("verbose", 0) or 0) < 0,
+                verbosity=int(self.config.getoption("verbose", 0) or 0),
                 no_checks=self.no_checks, gone=self.gone, manifests=self.manifest_paths,
                 root=self.settings.root, report=self.report_path,
                 report_problem=self.report_problem,

@@ -60,6 +60,10 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
 
         session.owned_shared_dir = variants.open_parent(settings.root)
         session.shared_path = str(session.owned_shared_dir)
+    if session.role is Role.XDIST_CONTROLLER:  # its workers have no terminal
+        from pytest_compilecache.controller.watch import WorkerWatch
+
+        config.pluginmanager.register(WorkerWatch(config, path), "compilecache-workers")
     session.ledger = Ledger(open_results_dir())
     session.spool = Spool(session.ledger.results_dir)
     return session

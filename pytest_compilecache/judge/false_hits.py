@@ -135,19 +135,22 @@ def _dirs(entries: Mapping[str, Dict[str, Any]], root: str) -> str:
 
 
 def false_hit(me: Mapping[str, Any], loaded: Mapping[str, Dict[str, Any]], differs: str) -> str:
-    """The failure: the entry, who wrote it, who loaded it, what differs, the key's
-    components beside it, and the fix."""
+    """The failure, a line each: who loaded what entry another wrote, what differs,
+    what the key holds, and the fix (one line of ~900 characters was not read)."""
     key, entry = _ordered(loaded)[0]
     writer = entry.get("writer") or {}
     more = len(loaded) - 1
     diff = _param_diff(writer.get("params") or {}, me.get("params") or {})
     comps = _components(entry.get("components") or [], entry.get("component_count"))
-    return (f"false hit: this variant ({_variant_name(me)}) loaded the {entry.get('layer')} "
-            f"entry {key[:16]}… of graph {entry.get('graph')}"
-            f"{' (backward)' if entry.get('backward') else ''} that {_variant_name(writer)} "
-            f"wrote (same key){f', and {more} more of its entries' if more else ''}, and "
-            f"{differs}. The variants differ in {diff}, which the key cannot see: {comps}. "
-            f"Fix: {FIX}")
+    return "\n    ".join((
+        f"false hit: this variant ({_variant_name(me)}) loaded the {entry.get('layer')} "
+        f"entry {key[:16]}… of graph {entry.get('graph')}"
+        f"{' (backward)' if entry.get('backward') else ''} that {_variant_name(writer)} "
+        f"wrote (same key){f', and {more} more of its entries' if more else ''}",
+        f"outputs: {differs}",
+        f"what differs: the variants differ in {diff}, which the key cannot see",
+        f"what the key holds: {comps}",
+        f"fix: {FIX}"))
 
 
 def why_missed(shared: PhaseRecord, others: Mapping[str, Dict[str, Any]]) -> Optional[str]:

@@ -44,11 +44,11 @@ def failure_lines(r: CheckResult) -> List[str]:
     lines = [f"compile-cache check {r.verdict.upper()}: {r.label}" + (f" ({where})" if where else "")]
     other = [p for p in r.problems if p.split(":")[0] not in layers.LAYERS]
     if r.verdict == "error" and other and not r.error:  # the cause (a full disk) before the table
-        lines += ["", *[f"  {p}" for p in other]]
+        lines += ["", *_indented(other)]
         other = []
     if r.error:
         if other:  # the cause first (a damaged cache), then the failure it led to
-            lines += ["", *[f"  {p}" for p in other], "", "  which led to:"]
+            lines += ["", *_indented(other), "", "  which led to:"]
             other = []
         lines += ["", *r.error.splitlines()]
     if r.layers:
@@ -73,7 +73,7 @@ def failure_lines(r: CheckResult) -> List[str]:
                 lines += ["", f"  graph code diff, {row['layer']} graph {row['compile_id']}:"]
                 lines += ["    " + x for x in row["graph_code_diff"]]
     if other:
-        lines += ["", *[f"  {p}" for p in other]]
+        lines += ["", *_indented(other)]
     out = r.outputs or {}
     if out.get("unseen"):  # no comparison line reads `equal` over nothing, or eager code
         lines.append(f"  outputs: {out['unseen']}")
@@ -108,6 +108,11 @@ def failure_lines(r: CheckResult) -> List[str]:
     if r.cache_root:
         lines.append(f"  cache root kept: {r.cache_root}")
     return lines
+
+
+def _indented(problems: List[str]) -> List[str]:
+    """A problem a line each (a false hit's reads as several: judge/false_hits.py)."""
+    return [f"  {line}" for p in problems for line in p.splitlines()]
 
 
 def eager_coverage(r: CheckResult, partial_only: bool = False) -> Optional[str]:
@@ -194,10 +199,12 @@ def _middle(text: str, width: int) -> str:
 FOLDED = ("pass", "recorded")  # under -q, counted rather than listed
 
 
-def summary_lines(results: Sequence[CheckResult], quiet: bool = False) -> List[str]:
+def summary_lines(results: Sequence[CheckResult], quiet: bool = False,
+                  verbose: bool = False) -> List[str]:
     """The terminal summary: failing and erroring checks first, then the rest in the order
     they ran; `quiet` (-q) folds the passing and recorded ones into one count, so that a
-    session of hundreds of checks shows what needs reading."""
+    session of hundreds of checks shows what needs reading; `verbose` (-v) adds what the
+    passing ones noted (a failing one's notes are in its report)."""
     if not results:
         return []
     first = [r for r in results if r.verdict in ("fail", "error")]
@@ -210,11 +217,19 @@ def summary_lines(results: Sequence[CheckResult], quiet: bool = False) -> List[s
     lines += _unseen_lines(results, folded)
     lines += _accepted_lines(results, folded)
     lines += _sections(results)
+    lines += _notes_lines(results) if verbose else []
     devices = sorted({r.device for r in [*results, *folded] if r.device})
     if devices == ["cpu"]:
         lines.append("note: checks ran on CPU (no CUDA device in the check process, or "
                      "--compile-cache-device=cpu); Triton and GPU autotune layers were not exercised")
     return lines
+
+
+def _notes_lines(results: Sequence[CheckResult]) -> List[str]:
+    """What the passing and recorded checks found that is not a failure (the variants
+    that shared an entry, why they compiled their own): one line per note."""
+    said = [f"  {r.label}: {n}" for r in results if r.verdict in FOLDED for n in r.notes]
+    return ["", "notes of passing checks:", *said] if said else []
 
 
 def _folded_line(folded: Sequence[CheckResult]) -> List[str]:

@@ -13,7 +13,7 @@ NO_CHECKS = ("--compile-cache-check selected no check: no collected test carries
              "pytest_collection_modifyitems; -k, -m and --compile-cache-shard can leave none)")
 
 
-def write_summary(tr: Any, results: Sequence[CheckResult], *, quiet: bool,
+def write_summary(tr: Any, results: Sequence[CheckResult], *, verbosity: int,
                   no_checks: Optional[str], gone: Iterable[str], manifests: Iterable[str],
                   root: Optional[str], report: Optional[str], report_problem: Optional[str],
                   report_said: List[str],
@@ -28,7 +28,7 @@ def write_summary(tr: Any, results: Sequence[CheckResult], *, quiet: bool,
             tr.write_line(f"report NOT written: {report_problem}", red=True, bold=True)
         return
     tr.write_sep("=", "compile-cache summary")
-    for line in summary_lines(results, quiet):
+    for line in summary_lines(results, quiet=verbosity < 0, verbose=verbosity > 0):
         tr.write_line(line)
     for nodeid in gone:
         tr.write_line(f"  gone      {nodeid} (in the baseline, not here)")
