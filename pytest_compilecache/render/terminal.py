@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, List, Optional, Sequence
 
+from pytest_compilecache.history.store import kept_beside
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.render.lines import summary_lines
 
@@ -32,6 +33,11 @@ def write_summary(tr: Any, results: Sequence[CheckResult], *, quiet: bool,
         tr.write_line(f"  gone      {nodeid} (in the baseline, not here)")
     for path in sorted(manifests):
         tr.write_line(f"key manifest: {path}")
+        newer = kept_beside(path)
+        if newer:  # said even under -q: the store holds two files of one commit now
+            tr.write_line(f"  note: {newer} was written by a newer pytest-compilecache; it "
+                          f"is kept as it was, and this session's keys went beside it",
+                          yellow=True)
     kept = [r for r in results if r.cache_root]
     if kept:
         where = f" --root {root}" if root else ""
