@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from pytest_compilecache import paths
+from pytest_compilecache import adopted, paths
 from pytest_compilecache.controller import diskspace
 from pytest_compilecache.controller.check import CheckRun
 from pytest_compilecache.controller.item import CheckItem
@@ -206,8 +206,8 @@ class CompileCacheSession:
         end: a worker that a SIGTERM ends early leaves nothing behind. The environment
         carries it to recording sessions; this process keeps its own copy of the path
         (a test may clear the environment)."""
-        if self.pch_path is None:
-            self.pch_path = os.environ.get(PCH_DIR_ENV)
+        if self.pch_path is None:  # a parent session's, checked (adopted.UnsafeDir)
+            self.pch_path = adopted.from_env(PCH_DIR_ENV)
         if self.pch_path is None:
             self.owned_pch_dir = CacheRoot.create("shared-pch", self.settings.root).path
             self.pch_path = str(self.owned_pch_dir)
@@ -266,10 +266,12 @@ class CompileCacheSession:
         from pytest_compilecache.controller.ledger import RESULTS_DIR_ENV
 
         dirs = workerinput.get("compilecache_dirs") or {}
-        self.ledger = Ledger(dirs.get("results") or os.environ.get(RESULTS_DIR_ENV))
-        self.lock_path = dirs.get("locks") or os.environ.get(LOCK_DIR_ENV)
-        self.pch_path = dirs.get("pch") or os.environ.get(PCH_DIR_ENV)
-        self.shared_path = dirs.get("shared") or os.environ.get(SHARED_DIR_ENV)
+        handed = {k: adopted.handed(dirs.get(k), var) for k, var in (
+            ("results", RESULTS_DIR_ENV), ("locks", LOCK_DIR_ENV), ("pch", PCH_DIR_ENV),
+            ("shared", SHARED_DIR_ENV))}
+        self.ledger = Ledger(handed["results"])
+        self.lock_path, self.pch_path = handed["locks"], handed["pch"]
+        self.shared_path = handed["shared"]
 
     def child_argv(self, item: CheckItem, root: CacheRoot, phase: str,
                     tree: Optional[Path] = None) -> List[str]:
