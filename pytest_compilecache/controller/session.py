@@ -364,8 +364,10 @@ class CompileCacheSession:
                 self.interrupted = {"by": lifetime.received or "KeyboardInterrupt"}
             self.ledger.account(self.spool, self.history.check_ids, self._deselected,
                                 self.interrupted["by"] if self.interrupted else None)
+            # a usage error (a bad marker) stopped collection: it is the one thing said
             self.no_checks = None if (self.results or self.history.check_ids
-                                                        or self.ledger.collected) \
+                                      or self.ledger.collected
+                                      or exitstatus == pytest.ExitCode.USAGE_ERROR) \
                 else terminal.NO_CHECKS
             self._write_report(exitstatus)
             if self.report_problem and session.exitstatus == pytest.ExitCode.OK:
