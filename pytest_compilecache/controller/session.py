@@ -266,12 +266,10 @@ class CompileCacheSession:
         from pytest_compilecache.controller.ledger import RESULTS_DIR_ENV
 
         dirs = workerinput.get("compilecache_dirs") or {}
-        handed = {k: adopted.handed(dirs.get(k), var) for k, var in (
-            ("results", RESULTS_DIR_ENV), ("locks", LOCK_DIR_ENV), ("pch", PCH_DIR_ENV),
-            ("shared", SHARED_DIR_ENV))}
-        self.ledger = Ledger(handed["results"])
-        self.lock_path, self.pch_path = handed["locks"], handed["pch"]
-        self.shared_path = handed["shared"]
+        results, self.lock_path, self.pch_path, self.shared_path = (adopted.handed(  # checked
+            dirs.get(k), var) for k, var in (("results", RESULTS_DIR_ENV), ("locks", LOCK_DIR_ENV),
+                                             ("pch", PCH_DIR_ENV), ("shared", SHARED_DIR_ENV)))
+        self.ledger = Ledger(results)
 
     def child_argv(self, item: CheckItem, root: CacheRoot, phase: str,
                     tree: Optional[Path] = None) -> List[str]:
@@ -364,11 +362,9 @@ class CompileCacheSession:
                 self.interrupted = {"by": lifetime.received or "KeyboardInterrupt"}
             self.ledger.account(self.spool, self.history.check_ids, self._deselected,
                                 self.interrupted["by"] if self.interrupted else None)
-            # a usage error (a bad marker) stopped collection: it is the one thing said
-            self.no_checks = None if (self.results or self.history.check_ids
-                                      or self.ledger.collected
-                                      or exitstatus == pytest.ExitCode.USAGE_ERROR) \
-                else terminal.NO_CHECKS
+            usage = exitstatus == pytest.ExitCode.USAGE_ERROR  # a bad marker: said alone
+            ran = self.results or self.history.check_ids or self.ledger.collected or usage
+            self.no_checks = None if ran else terminal.NO_CHECKS
             self._write_report(exitstatus)
             if self.report_problem and session.exitstatus == pytest.ExitCode.OK:
                 # a CI job keyed on the exit status must not go green without its report
