@@ -40,9 +40,10 @@ def _open_dirs(session: CompileCacheSession, config: pytest.Config,
         lifetime.parent_death_signal()  # inherits its dirs
         session.adopt_dirs(getattr(config, "workerinput", {}))
         return session
-    inherited = (PCH_DIR_ENV, LOCK_DIR_ENV, *([SHARED_DIR_ENV] if settings.share_variants else []))
-    for var in inherited:  # refused before this session makes a directory of its own
-        adopted.from_env(var)
+    used = {PCH_DIR_ENV: True, LOCK_DIR_ENV: not settings.lock_dir,
+            SHARED_DIR_ENV: settings.share_variants}
+    for var in (v for v, inherited in used.items() if inherited):
+        adopted.from_env(var)  # refused before this session makes a directory of its own
     from pytest_compilecache.controller import preflight
 
     found = preflight.problems(settings.report, session.store_path, settings.store,
