@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -266,6 +267,8 @@ def phase_env(base: Mapping[str, str], root: CacheRoot, threads: int, spec_path:
         "OMP_NUM_THREADS": str(threads),
         CHILD_SPEC_ENV: str(spec_path),
     })
+    for name, value in bytecode_settings().items():  # the user's own, where set, stay
+        env.setdefault(name, value)
     if job is not None:
         env[JOB_ID_ENV[0]] = job
     for k in _REMOTE_OFF:
@@ -277,6 +280,20 @@ def phase_env(base: Mapping[str, str], root: CacheRoot, threads: int, spec_path:
         except Exception:
             env["USER"] = f"uid{os.getuid()}"
     return env
+
+
+def bytecode_settings() -> Dict[str, str]:
+    """How this interpreter writes bytecode, fixed when it started (-B,
+    PYTHONDONTWRITEBYTECODE, PYTHONPYCACHEPREFIX), as the variables that give a phase
+    the same: a test module that clears the environment at import must not make the
+    phases write `__pycache__` into the repository (a dirty work tree: the commit's
+    key manifests would go to `-dirty`)."""
+    out = {}
+    if sys.dont_write_bytecode:
+        out["PYTHONDONTWRITEBYTECODE"] = "1"
+    if sys.pycache_prefix:
+        out["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
+    return out
 
 
 def private_settings(env: Mapping[str, str]) -> Dict[str, str]:

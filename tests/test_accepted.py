@@ -94,3 +94,24 @@ def test_a_marker_without_layers_or_with_an_unknown_one_is_a_usage_error(
     assert accepted.marker_problem((), {}, ("dynamo_pgo",)).startswith("name the layer(s)")
     assert accepted.marker_problem(("dynamo_pgo",), {"why": "x"}, ("dynamo_pgo",)) == \
         "why: it takes the layers and reason= only"
+
+
+@pytest.mark.parametrize("checked", ["@pytest.mark.compile_cache", ""])
+def test_a_bad_accept_marker_is_the_one_thing_said_whether_the_test_is_checked_or_not(
+        pytester: pytest.Pytester, checked) -> None:
+    """Issue 53 point 8: "no check ran ... no collected test carries the compile_cache
+    marker" came before the usage error, and on a test without compile_cache (a
+    module's pytestmark gives it one) the bad marker was ignored without a word."""
+    pytester.makepyfile(test_m=f'''
+        import pytest
+
+        {checked}
+        @pytest.mark.compile_cache_accept("fx_graphs")
+        def test_m():
+            pass
+    ''')
+    result = pytester.runpytest_subprocess("--compile-cache-check", "-p", "no:cacheprovider")
+    result.stderr.fnmatch_lines(["*test_m.py::test_m: @pytest.mark.compile_cache_accept(...): "
+                                 "'fx_graphs': not a cache layer*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "no check ran" not in result.stdout.str() + result.stderr.str()

@@ -19,6 +19,7 @@ import pytest
 from conftest import commit, git
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.history.store import ManifestStore
+from pytest_compilecache.model import CheckResult
 
 ENV = {"torch": "2.13.0", "triton": None, "cuda": None, "python": "3.11.7", "device": "cpu",
        "device_name": None}
@@ -120,6 +121,53 @@ def test_a_newer_schema_is_an_upgrade_not_a_deletion(tmp_path) -> None:
         ManifestStore(tmp_path).read(mf.environment_id(ENV), SHA)
     assert "upgrade pytest-compilecache" in str(raised.value)
     assert "delete" not in str(raised.value)
+
+
+class _Lines:
+    """pytest's terminal reporter as write_summary uses it: the lines it was given."""
+
+    def __init__(self) -> None:
+        self.lines: list = []
+
+    def write_sep(self, sep: str, title: str, **markup: Any) -> None:
+        self.lines.append(title)
+
+    def write_line(self, line: str, **markup: Any) -> None:
+        self.lines.append(line)
+
+
+@pytest.mark.parametrize("dirty", [False, True])
+def test_an_older_reader_keeps_a_newer_manifest_and_writes_beside_it(tmp_path, dirty) -> None:
+    """Issue 53 point 2: merged into, a newer file lost the check only the newer version
+    recorded and its new field; it is kept byte for byte, this version's keys go beside
+    it, and the summary says so (a line, under -q too: a stderr print inside the test
+    call was swallowed by pytest's capture)."""
+    from pytest_compilecache.render import terminal
+
+    newer = manifest({"t.py::test_new": {"verdict": "pass", "graphs": {}, "new_field": 1}},
+                     schema_version=mf.SCHEMA_VERSION + 1, new_top=[1])
+    store = ManifestStore(tmp_path)
+    path = store.path(mf.environment_id(ENV), SHA, dirty)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(newer))
+    before = path.read_bytes()
+    written = store.merge({"sha": SHA, "dirty": dirty}, ENV, entry_with())
+    assert path.read_bytes() == before and written != path
+    assert written.name == f"{SHA}.v{mf.SCHEMA_VERSION}{'-dirty' if dirty else ''}.json"
+    assert set(json.loads(written.read_text())["checks"]) == {NODE}
+    assert store.replaced_damaged == [] and store.kept_newer == {str(written): str(path)}
+    store.merge({"sha": SHA, "dirty": dirty}, ENV, {"t.py::test_b": {"graphs": {}}})
+    assert set(json.loads(written.read_text())["checks"]) == {NODE, "t.py::test_b"}
+    assert path.read_bytes() == before
+    # the trend reads this version's file of a clean commit, never a dirty one
+    assert len(store.recent(mf.environment_id(ENV), 5)) == (0 if dirty else 1)
+    tr = _Lines()
+    terminal.write_summary(tr, [CheckResult(nodeid=NODE, verdict="pass")], quiet=True,
+                           no_checks=None, gone=[], manifests=[str(written)], root=None,
+                           report=None, report_problem=None, report_said=[])
+    assert f"key manifest: {written}" in tr.lines
+    assert f"  note: {path} was written by a newer pytest-compilecache; it is kept as it " \
+        f"was, and this session's keys went beside it" in tr.lines
 
 
 def test_the_baseline_comparison_becomes_a_problem_naming_the_file(tmp_path) -> None:

@@ -281,3 +281,51 @@ def test_a_shared_root_removed_between_turns_is_an_error_never_made_again(
     assert "is gone since it was made for the first variant's turn" in three["error"]
     assert "run the session again" in three["error"]
     assert not any("the first variant" in n for n in three["notes"]), three["notes"]
+
+
+TAKEN = '''
+import os
+
+
+def pytest_compilecache_between_phases(item, cache_root):
+    # after [b]'s cold phase: the root [a]'s turn made goes to another user
+    if item.nodeid.endswith("[b]"):
+        shared = os.environ["PYTEST_COMPILECACHE_SHARED_DIR"]
+        for name in os.listdir(shared):
+            path = os.path.join(shared, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chown(path, 65534, 65534)
+'''
+
+TURNS = '''
+import pytest
+import torch
+
+
+@pytest.mark.compile_cache
+@pytest.mark.parametrize("k", [2.0, 3.0], ids=["a", "b"])
+def test_f(k):
+    assert torch.compile(lambda x: x * k + 1)(torch.ones(4)).sum() == 4 * (k + 1)
+'''
+
+
+def test_a_shared_root_another_user_took_between_turns_is_an_environment_fault(
+        tmp_path) -> None:
+    """Issue 53 point 4: refused, but as `pytest-compilecache failed in the controller
+    ... (an error in the plugin or its settings, not in the model)` with a traceback."""
+    import os
+
+    if os.getuid() != 0:
+        pytest.skip("chown to another user needs root")
+    run = run_repo(tmp_path, {"conftest.py": TAKEN, "test_turns.py": TURNS},
+                   "--compile-cache-share-variants", "--compile-cache-store=none")
+    assert run.report is not None, run.out[-3000:]
+    by = {c["nodeid"]: c for c in run.report["checks"]}
+    assert by["test_turns.py::test_f[a]"]["verdict"] == "pass", run.out[-3000:]
+    taken = by["test_turns.py::test_f[b]"]
+    assert taken["verdict"] == "error", run.out[-3000:]
+    assert "shared phase was not run: the shared cache root " in taken["error"]
+    assert "is owned by another user (uid 65534, mode 700)" in taken["error"]
+    assert "an environment fault, not the plugin's or the model's: find what changed it" \
+        in taken["error"]
+    assert "Traceback" not in taken["error"] and "failed in the controller" not in run.out

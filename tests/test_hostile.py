@@ -263,3 +263,27 @@ def test_a_full_cache_root_is_named_as_the_disk(tmp_path: Path) -> None:
                                  f"cache root {disk}/compilecache-test-mlp-"), c["error"][:500]
     assert "an environment problem, not the model nor the plugin" in c["error"]
 
+
+
+def test_a_cleared_environment_under_xdist_leaves_no_bytecode_in_the_repository(
+        tmp_path: Path) -> None:
+    """Issue 53 point 8: with PYTHONDONTWRITEBYTECODE set, a test module that clears the
+    environment at import made the phases write `__pycache__` into the work tree under
+    `-n 2`: this very session's key manifest went to `<sha>-dirty.json`."""
+    from conftest import MODELS, commit, git
+
+    files = {"test_clears.py": CLEARS.replace("def test_cleared(n)",
+                                              "def test_cleared(model_case)"),
+             ".gitignore": ".compilecache/\nreport.json\n"}
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    commit(repo, "first", {"models.py": MODELS, "pytest.ini": "[pytest]\n", **files})
+    run = run_repo(repo, files, "-n", "2", env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert run.report is not None and run.report["checks"][0]["verdict"] == "pass", \
+        run.out[-3000:]
+    untracked = git(repo, "status", "--porcelain", "--untracked-files=all")
+    assert untracked == "", untracked
+    assert not list(repo.rglob("__pycache__"))
+    [manifest] = repo.glob(".compilecache/manifests/*/*.json")
+    assert not manifest.name.endswith("-dirty.json")

@@ -171,3 +171,44 @@ def test_the_child_tells_a_switch_set_in_code_from_torchs_default() -> None:
 
     contextvars.copy_context().run(body)
     assert inductor.fx_graph_cache is True
+
+
+def test_caches_force_disabled_around_the_warm_compile_name_the_setting() -> None:
+    """Issue 53 point 8: `with torch._inductor.config.patch(force_disable_caches=True)`
+    around the warm run's compile leaves no cache event and is off again when the
+    workload ends: the check failed with `aot_autograd: miss - the warm run made no
+    lookup although cold did`, naming no setting. Seen at the compile's start (a real
+    compile, this torch), the layers are off, set in code, and the failure names it."""
+    import torch
+
+    from pytest_compilecache.child.probe import layer_config
+    from pytest_compilecache.child.settings import SwitchWatch
+    from pytest_compilecache.layers.keyed import keyed_layer
+    from pytest_compilecache.wire import LayerConfig
+
+    watch = SwitchWatch(s for layer in layers.REGISTRY for s in layer.switches)
+    watch.start()
+    try:
+        with torch._inductor.config.patch(force_disable_caches=True):
+            torch.compile(lambda x: x * 3 + 1)(torch.ones(4))
+    finally:
+        watch.stop()
+    setting = "torch._inductor.config.force_disable_caches"
+    assert watch.forced_while_compiling == setting
+    assert layer_config(watch.origins())["fx_graph"] == {"enabled": True, "why": None}
+    cfg = layer_config(watch.origins(), watch.forced_while_compiling)
+    for name in ("aot_autograd", "fx_graph"):
+        assert cfg[name]["in_code"] and cfg[name]["setting"] == f"{setting} = True"
+        assert cfg[name]["why"].startswith(f"{setting} = True while the workload compiled, "
+                                           f"set by the test's code around the compile")
+    cold = CacheRecord.from_json({"graphs": {"0/0": {"aot_autograd": [
+        {"key": "a1", "state": "miss", "compile_id": "0/0"}]}}})
+    config = LayerConfig.from_json(cfg["aot_autograd"])
+    lv = keyed_layer("aot_autograd", cold, CacheRecord(), config, set(), False)
+    aot = next(layer for layer in layers.REGISTRY if layer.name == "aot_autograd")
+    [problem] = aot.problems(lv, config)
+    assert problem.startswith(f"aot_autograd: off - {setting} = True while the workload")
+    watch.start()  # the next workload starts unseen, and one watch at a time
+    torch.compile(lambda x: x * 5 + 1)(torch.ones(4))
+    watch.stop()
+    assert watch.forced_while_compiling is None

@@ -126,3 +126,52 @@ def test_a_named_redis_server_that_refuses_is_a_usage_error_before_any_compile(
            f"(Connection refused); start it" in err, err[-2000:]
     assert "Traceback" not in err
     assert not (tmp_path / "roots").exists()  # no check started
+
+
+NOBODY = 65534
+
+
+def _planted(tmp_path: Path, how: str) -> Path:
+    """A directory another user could fill: theirs and open to all, or this user's
+    but open to all, or a symlink to a private one (its target can change)."""
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    os.chmod(planted, 0o777)
+    if how == "theirs":
+        if os.getuid() != 0:
+            pytest.skip("chown to another user needs root")
+        os.chown(planted, NOBODY, NOBODY)
+    if how == "symlink":
+        os.chmod(planted, 0o700)
+        (tmp_path / "link").symlink_to(planted)
+        return tmp_path / "link"
+    return planted
+
+
+@pytest.mark.parametrize("var, args", [
+    ("PYTEST_COMPILECACHE_PCH_DIR", ()),
+    ("PYTEST_COMPILECACHE_PCH_DIR", ("-n", "2")),
+    ("PYTEST_COMPILECACHE_SHARED_DIR", ("--compile-cache-share-variants",)),
+    ("PYTEST_COMPILECACHE_SHARED_DIR", ("--compile-cache-share-variants", "-n", "2")),
+    ("PYTEST_COMPILECACHE_LOCK_DIR", ()),
+])
+@pytest.mark.parametrize("how, says", [
+    ("theirs", "is owned by another user (uid 65534, mode 777)"),
+    ("open", "is open to other users (mode 777)"),
+    ("symlink", "is a symlink (to "),
+])
+def test_a_directory_from_the_environment_gets_the_checks_a_root_gets(
+        tmp_path, monkeypatch, var, args, how, says) -> None:
+    """Issue 53 point 3: a header dir another user owns (mode 0777) was adopted
+    without a word, and its `.gch` names are content-addressed: a planted one would be
+    compiled into every kernel. Refused up front, naming the variable and the fix."""
+    planted = _planted(tmp_path, how)
+    monkeypatch.setenv(var, str(planted))
+    proc = session(tmp_path, *args)
+    err = proc.stdout + proc.stderr
+    assert proc.returncode == 4, err[-2000:]
+    assert f"{var} names {planted}, which {says}" in err, err[-2000:]
+    assert "an environment fault, not the plugin's or the model's; " \
+        f"unset {var} (the session then makes its own)" in err
+    assert "Traceback" not in err
+    assert os.listdir(planted) == [] and not (tmp_path / "roots").exists()

@@ -28,7 +28,8 @@ from pytest_compilecache.child.tracelog import (AOT_LOGGER, DYNAMO_LOGGER, TRACE
 COUNTER_GROUPS = ("aot_autograd", "inductor", "dynamo_cache", "stats", "frames")
 
 
-def layer_config(origins: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+def layer_config(origins: Optional[Dict[str, str]] = None,
+                 forced_while_compiling: Optional[str] = None) -> Dict[str, Any]:
     """Which layers this torch version has and its config enables, with why not: each
     layer's own rule (layers/), over torch's config modules read once here, and where
     each switch got its value (child/settings.py)."""
@@ -46,7 +47,7 @@ def layer_config(origins: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
         job_id=current_job_id(),
         force_disabled=bool(getattr(ic, "force_disable_caches", False)
                             or getattr(compiler, "force_disable_caches", False)),
-        origins=dict(origins or {}))
+        forced_while_compiling=forced_while_compiling, origins=dict(origins or {}))
     out = {layer.name: layer.config(cfgs) for layer in REGISTRY}
     return {name: state for name, state in out.items() if state is not None}
 
@@ -168,6 +169,7 @@ class CacheObserver:
                 self.stop()
                 raise
         self.switches.start()
+        self._restore.append(self.switches.stop)  # its compile watch, if stop() is not reached
         self._before = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
         self._t0 = time.perf_counter()
 
@@ -254,7 +256,9 @@ class CacheObserver:
         self.stopped = True
         self._after = {g: dict(counters.get(g, {})) for g in COUNTER_GROUPS}
         try:  # what the user's code left, before the eager re-runs and fixtures' teardown
-            self.layer_config = layer_config(self.switches.origins())
+            self.switches.stop()
+            self.layer_config = layer_config(self.switches.origins(),
+                                             self.switches.forced_while_compiling)
         except Exception:
             self.layer_config = None
         for undo in reversed(self._restore):

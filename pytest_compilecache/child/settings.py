@@ -16,15 +16,53 @@ from pytest_compilecache.layers.base import (CONFIG_MODULES, DEFAULT, SET_BY_ENV
 _UNREAD = object()
 
 
+# the settings that turn every cache off, lookups included: a compile under them
+# leaves no cache event at all
+FORCE_DISABLE = (Switch("inductor", "force_disable_caches"),
+                 Switch("compiler", "force_disable_caches"))
+
+
+def forced_now() -> Optional[str]:
+    """The force_disable_caches setting that is on now, or None."""
+    return next((s.setting for s in FORCE_DISABLE if _value(_module(s), s) is True), None)
+
+
 class SwitchWatch:
-    """start() before the workload, origins() after it."""
+    """start() before the workload, origins() after it; stop() takes its compile
+    watch off."""
 
     def __init__(self, switches: Iterable[Switch]) -> None:
         self.switches = list(dict.fromkeys(switches))
         self.started: Dict[str, Any] = {}
+        self.forced_while_compiling: Optional[str] = None  # seen at a compile's start
+        self._watch: Any = None
 
     def start(self) -> None:
         self.started = {s.setting: _value(_module(s), s) for s in self.switches}
+        self.stop()
+        self.forced_while_compiling = None
+        self._watch_compiles()
+
+    def _watch_compiles(self) -> None:
+        """force_disable_caches set only around a compile (a `config.patch` in the
+        body) is gone when the workload ends and leaves no event: read as each
+        compile starts (Dynamo's start callback; it changes nothing)."""
+        try:
+            from torch._dynamo.callback import callback_handler
+        except Exception:  # a torch without it: the end's value only
+            return
+
+        def seen(_args: Any) -> None:
+            self.forced_while_compiling = self.forced_while_compiling or forced_now()
+
+        callback_handler.register_start_callback(seen)
+        self._watch = (callback_handler, seen)
+
+    def stop(self) -> None:
+        if self._watch is not None:
+            handler, seen = self._watch
+            handler.remove_start_callback(seen)
+            self._watch = None
 
     def origins(self) -> Dict[str, str]:
         """Each switch's setting -> where its value now came from."""

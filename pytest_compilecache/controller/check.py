@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 
+from pytest_compilecache import adopted
 from pytest_compilecache import files as fs
 from pytest_compilecache.controller import diskspace, stored
 from pytest_compilecache.controller.item import CheckItem
@@ -159,7 +160,10 @@ class CheckRun:
                 rec, failure = stored.restored(self, saved, where, phase)
                 saved_env = saved.env_id
             elif plan.shared_root:
-                shared = self.session.shared_root(nodeid)
+                try:
+                    shared = self.session.shared_root(nodeid)
+                except adopted.UnsafeDir as e:  # the environment's, named: no traceback
+                    return error_result(nodeid, phase, f"was not run: {e}", "", self.timings)
                 if shared is None:  # no other variant of its function in the session
                     break
                 from pytest_compilecache.controller.variants import take_turn

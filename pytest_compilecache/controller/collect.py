@@ -25,16 +25,8 @@ MARKER = "compile_cache"
 def checks_of(session: Any, config: pytest.Config, items: List[pytest.Item]) -> None:
     """`items`, in place: each marked test its CheckItem, the rest deselected as asked."""
     for i, item in enumerate(items):
-        marker = item.get_closest_marker(MARKER)
+        marker = _checked_markers(item)
         if isinstance(item, pytest.Function) and marker and item.parent is not None:
-            wrong = marker_problem(marker.args, marker.kwargs)
-            if wrong:
-                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}(...): {wrong}")
-            accept = item.get_closest_marker(accepted.MARKER)
-            wrong = accept and accepted.marker_problem(accept.args, accept.kwargs, layers.LAYERS)
-            if wrong:
-                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{accepted.MARKER}"
-                                        f"(...): {wrong}")
             items[i] = CheckItem.from_parent(item.parent, name=item.name, original=item,
                                              check_session=session)
     if session.settings.shard:
@@ -64,6 +56,21 @@ def checks_of(session: Any, config: pytest.Config, items: List[pytest.Item]) -> 
     if listed and config.option.collectonly and session.role == Role.CONTROLLER:
         Path(listed).write_text(json.dumps([i.nodeid for i in items
                                             if isinstance(i, CheckItem)]))
+
+
+def _checked_markers(item: pytest.Item) -> Any:
+    """The item's compile_cache marker, or None; a wrong one, or a wrong accept marker
+    (on a test without compile_cache too, which a module's pytestmark may give it: else
+    ignored without a word), is a usage error naming the test."""
+    marker = item.get_closest_marker(MARKER)
+    wrong = marker and marker_problem(marker.args, marker.kwargs)
+    if wrong:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}(...): {wrong}")
+    accept = item.get_closest_marker(accepted.MARKER)
+    wrong = accept and accepted.marker_problem(accept.args, accept.kwargs, layers.LAYERS)
+    if wrong:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{accepted.MARKER}(...): {wrong}")
+    return marker
 
 
 def _deselect(config: pytest.Config, items: List[pytest.Item], keep: Any) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
+from pytest_compilecache import adopted
 from pytest_compilecache.leftovers import mark_owner
 
 LOCK_DIR_ENV = "PYTEST_COMPILECACHE_LOCK_DIR"
@@ -120,11 +121,13 @@ def session_lock_dir(chosen: Optional[str]) -> str:
     session (inherited by xdist workers and recording sessions through the env)."""
     if chosen:
         return str(shared_lock_dir(Path(chosen)))
-    if not os.environ.get(LOCK_DIR_ENV):
-        made = tempfile.mkdtemp(prefix="pytest-compilecache-locks-")
-        mark_owner(Path(made))  # a killed session's is found by `clean`
-        os.environ[LOCK_DIR_ENV] = made
-    return os.environ[LOCK_DIR_ENV]
+    inherited = adopted.from_env(LOCK_DIR_ENV)  # a parent session's, checked
+    if inherited:
+        return inherited
+    made = tempfile.mkdtemp(prefix="pytest-compilecache-locks-")
+    mark_owner(Path(made))  # a killed session's is found by `clean`
+    os.environ[LOCK_DIR_ENV] = made
+    return made
 
 
 @dataclass

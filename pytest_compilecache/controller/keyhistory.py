@@ -82,6 +82,10 @@ class KeyHistory:
                   f"are lost", file=sys.stderr, flush=True)
             result.notes.append(f"the stored key manifest {damaged} was unreadable ({why}) and "
                                 f"was recorded anew (its other checks' entries were lost)")
+        for written, newer in store.kept_newer.items():
+            result.notes.append(f"the stored key manifest {newer} was written by a newer "
+                                f"pytest-compilecache: kept as it was; this check's keys went "
+                                f"beside it, to {written}")
 
     def baseline(self) -> Any:
         if self._baseline is None:

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from pytest_compilecache import paths
+from pytest_compilecache import adopted, paths
 from pytest_compilecache.controller import diskspace
 from pytest_compilecache.controller.check import CheckRun
 from pytest_compilecache.controller.item import CheckItem
@@ -205,8 +205,8 @@ class CompileCacheSession:
         end: a worker that a SIGTERM ends early leaves nothing behind. The environment
         carries it to recording sessions; this process keeps its own copy of the path
         (a test may clear the environment)."""
-        if self.pch_path is None:
-            self.pch_path = os.environ.get(PCH_DIR_ENV)
+        if self.pch_path is None:  # a parent session's, checked (adopted.UnsafeDir)
+            self.pch_path = adopted.from_env(PCH_DIR_ENV)
         if self.pch_path is None:
             self.owned_pch_dir = CacheRoot.create("shared-pch", self.settings.root).path
             self.pch_path = str(self.owned_pch_dir)
@@ -265,10 +265,10 @@ class CompileCacheSession:
         from pytest_compilecache.controller.ledger import RESULTS_DIR_ENV
 
         dirs = workerinput.get("compilecache_dirs") or {}
-        self.ledger = Ledger(dirs.get("results") or os.environ.get(RESULTS_DIR_ENV))
-        self.lock_path = dirs.get("locks") or os.environ.get(LOCK_DIR_ENV)
-        self.pch_path = dirs.get("pch") or os.environ.get(PCH_DIR_ENV)
-        self.shared_path = dirs.get("shared") or os.environ.get(SHARED_DIR_ENV)
+        results, self.lock_path, self.pch_path, self.shared_path = (adopted.handed(  # checked
+            dirs.get(k), var) for k, var in (("results", RESULTS_DIR_ENV), ("locks", LOCK_DIR_ENV),
+                                             ("pch", PCH_DIR_ENV), ("shared", SHARED_DIR_ENV)))
+        self.ledger = Ledger(results)
 
     def child_argv(self, item: CheckItem, root: CacheRoot, phase: str,
                     tree: Optional[Path] = None) -> List[str]:
@@ -361,9 +361,9 @@ class CompileCacheSession:
                 self.interrupted = {"by": lifetime.received or "KeyboardInterrupt"}
             self.ledger.account(self.spool, self.history.check_ids, self._deselected,
                                 self.interrupted["by"] if self.interrupted else None)
-            self.no_checks = None if (self.results or self.history.check_ids
-                                                        or self.ledger.collected) \
-                else terminal.NO_CHECKS
+            usage = exitstatus == pytest.ExitCode.USAGE_ERROR  # a bad marker: said alone
+            ran = self.results or self.history.check_ids or self.ledger.collected or usage
+            self.no_checks = None if ran else terminal.NO_CHECKS
             self._write_report(exitstatus)
             if self.report_problem and session.exitstatus == pytest.ExitCode.OK:
                 # a CI job keyed on the exit status must not go green without its report

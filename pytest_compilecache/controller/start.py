@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from pytest_compilecache import paths
+from pytest_compilecache import adopted, paths
 from pytest_compilecache.controller.ledger import Ledger
 from pytest_compilecache.controller.role import Role
-from pytest_compilecache.controller.session import CompileCacheSession
+from pytest_compilecache.controller.session import PCH_DIR_ENV, CompileCacheSession
 from pytest_compilecache.controller.spool import Spool
 from pytest_compilecache.controller.variants import SHARED_DIR_ENV
 from pytest_compilecache.settings import Settings
@@ -21,15 +21,29 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
     (after the up-front checks, a usage error naming what is wrong), an xdist worker is
     handed them."""
     from pytest_compilecache import lifetime
-    from pytest_compilecache.controller.gpus import LOCK_DIR_ENV, session_lock_dir
-    from pytest_compilecache.controller.ledger import open_results_dir
 
     session = CompileCacheSession(config, settings)
     lifetime.interrupt_on_sigterm(forward=session.role is not Role.WORKER)
+    try:
+        return _open_dirs(session, config, settings)
+    except adopted.UnsafeDir as e:  # before any phase wrote there: the environment's fault
+        raise pytest.UsageError(str(e)) from None
+
+
+def _open_dirs(session: CompileCacheSession, config: pytest.Config,
+               settings: Settings) -> CompileCacheSession:
+    from pytest_compilecache import lifetime
+    from pytest_compilecache.controller.gpus import LOCK_DIR_ENV, session_lock_dir
+    from pytest_compilecache.controller.ledger import open_results_dir
+
     if session.role is Role.WORKER:  # an xdist worker ends with its controller, and
         lifetime.parent_death_signal()  # inherits its dirs
         session.adopt_dirs(getattr(config, "workerinput", {}))
         return session
+    used = {PCH_DIR_ENV: True, LOCK_DIR_ENV: not settings.lock_dir,
+            SHARED_DIR_ENV: settings.share_variants}
+    for var in (v for v, inherited in used.items() if inherited):
+        adopted.from_env(var)  # refused before this session makes a directory of its own
     from pytest_compilecache.controller import preflight
 
     found = preflight.problems(settings.report, session.store_path, settings.store,
@@ -50,12 +64,14 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
     fresh = not settings.lock_dir and not os.environ.get(LOCK_DIR_ENV)
     try:
         path = session_lock_dir(settings.lock_dir)
+    except adopted.UnsafeDir:
+        raise
     except OSError as e:
         raise pytest.UsageError(f"--compile-cache-lock-dir={settings.lock_dir}: {e}") from None
     session.owned_lock_dir = path if fresh else None
     session.lock_path = path
     session.open_pch_dir()
-    if settings.share_variants and not os.environ.get(SHARED_DIR_ENV):
+    if settings.share_variants and not adopted.from_env(SHARED_DIR_ENV):
         from pytest_compilecache.controller import variants
 
         session.owned_shared_dir = variants.open_parent(settings.root)

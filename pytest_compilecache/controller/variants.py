@@ -18,11 +18,11 @@ import fcntl
 import hashlib
 import os
 import shutil
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
+from pytest_compilecache import adopted
 from pytest_compilecache import files as fs
 from pytest_compilecache.controller import written
 from pytest_compilecache.controller.written import LAYERS, LEDGER, Ledger
@@ -133,13 +133,14 @@ class SharedCaches:
             made = _made(self.parent / f"{name}.made") or _make(path)
         finally:
             os.close(fd)
-        with contextlib.suppress(FileNotFoundError):  # a gone root: its turn says so
-            st = os.lstat(path)
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() \
-                    or st.st_mode & 0o077:
-                raise OSError(f"the shared cache root {path} is not this user's private "
-                              f"directory (mode {stat.S_IMODE(st.st_mode):o}, uid "
-                              f"{st.st_uid}); refusing it")
+        why = adopted.problem(path) if os.path.lexists(path) else None  # gone: its turn says
+        if why is not None:
+            raise adopted.UnsafeDir(
+                f"the shared cache root {path} is not this user's private directory: it {why}; "
+                f"another user could put files there that this turn would load and run; an "
+                f"environment fault, not the plugin's or the model's: find what changed it "
+                f"(a chown, a cleanup job), and run again over a --compile-cache-root only "
+                f"you can write")
         return SharedRoot(CacheRoot(path, made), lock)
 
 

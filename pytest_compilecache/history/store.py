@@ -4,6 +4,7 @@ read-merge-write of the check entries, then an atomic rename.
 
     <store>/manifests/<environment id>/<sha>.json        (a clean commit)
     <store>/manifests/<environment id>/<sha>-dirty.json  (a dirty work tree; replaced)
+    <store>/manifests/<environment id>/<sha>.v2.json     (beside a newer version's file)
     <store>/components/<2 hex>/<digest>.json.gz          (key components, once each)
 
 No pytest, no torch; filelock for the locks.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -29,6 +31,7 @@ class ManifestStore:
         self.root = Path(root)
         self.replaced_damaged: List[str] = []  # unreadable manifests merge() started anew
         self.damage: Dict[str, str] = {}  # each of those paths -> what was wrong with it
+        self.kept_newer: Dict[str, str] = {}  # a file written beside -> the newer one kept
         self.blobs = ComponentBlobs(self.root)
 
     def ensure(self) -> None:
@@ -111,7 +114,11 @@ class ManifestStore:
         dirty = bool(commit.get("dirty"))
         p = self.path(env_id, sha, dirty)
         with self.lock(f"{env_id}-{sha}"):
-            data, damaged, _ = self._read(p)
+            data, damaged, newer = self._read(p)
+            if newer:  # never rewritten by an older reader: its checks would be lost
+                self.kept_newer[str(beside(p))] = str(p)
+                p = beside(p)
+                data, damaged, _ = self._read(p)
             if damaged is not None:  # its other checks' entries are lost: say so
                 self.replaced_damaged.append(str(p))
                 self.damage[str(p)] = damaged
@@ -163,3 +170,23 @@ class ManifestStore:
             n: {**e, "graphs": {g: {**row, "components": load(row)}
                                 for g, row in (e.get("graphs") or {}).items()}}
             for n, e in manifest["checks"].items()}}
+
+
+_BESIDE = re.compile(r"^(?P<sha>.+)\.v(?P<version>\d+)(?P<dirty>-dirty)?\.json$")
+
+
+def beside(path: Path) -> Path:
+    """Where this version writes a commit's manifest whose file a newer version wrote
+    (`<sha>.v2.json`): the newer file keeps the checks only it can read; `recent` still
+    tells a dirty one by its `-dirty.json`."""
+    dirty = "-dirty" if path.name.endswith("-dirty.json") else ""
+    stem = path.name[:-len(f"{dirty}.json")]
+    return path.with_name(f"{stem}.v{mf.SCHEMA_VERSION}{dirty}.json")
+
+
+def kept_beside(path: str) -> Optional[str]:
+    """The newer version's manifest that `path` was written beside, or None."""
+    m = _BESIDE.match(Path(path).name)
+    if m is None:
+        return None
+    return str(Path(path).with_name(f"{m['sha']}{m['dirty'] or ''}.json"))

@@ -14,7 +14,7 @@ from pytest_compilecache.wirejson import Wire
 
 # where each of TorchConfigs' config modules is imported from
 CONFIG_MODULES = {"inductor": "torch._inductor.config", "functorch": "torch._functorch.config",
-                  "dynamo": "torch._dynamo.config"}
+                  "dynamo": "torch._dynamo.config", "compiler": "torch.compiler.config"}
 
 # where a switch got its value (child/settings.py tells)
 SET_IN_PHASE, SET_IN_CODE, SET_BY_ENV, DEFAULT = "phase", "code", "environment", "default"
@@ -72,6 +72,8 @@ class TorchConfigs:
     dynamo: Any
     job_id: Optional[str]
     force_disabled: bool  # TORCHINDUCTOR_FORCE_DISABLE_CACHES and the like
+    # force_disable_caches on while the workload compiled, off at its end (the setting)
+    forced_while_compiling: Optional[str] = None
     # a switch's setting -> where its value came from (SET_IN_PHASE, ...; child/settings.py)
     origins: Dict[str, str] = field(default_factory=dict)
 
@@ -82,6 +84,13 @@ class TorchConfigs:
 
     def forced(self) -> Optional[Dict[str, Any]]:
         """Every layer's config record where caches are force-disabled, else None."""
+        if self.forced_while_compiling and not self.force_disabled:
+            setting = f"{self.forced_while_compiling} = True"
+            return {"enabled": False, "off": True, "in_code": True, "setting": setting,
+                    "why": f"{setting} while the workload compiled, set by the test's code "
+                           f"around the compile (a config.patch?): torch neither read nor "
+                           f"wrote any cache, so a service with that setting never starts "
+                           f"warm; remove it"}
         if not self.force_disabled:
             return None
         return {"enabled": False, "off": True,

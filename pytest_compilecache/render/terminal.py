@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, List, Optional, Sequence
 
+from pytest_compilecache.history.store import kept_beside
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.render.lines import summary_lines
 
@@ -34,6 +35,11 @@ def write_summary(tr: Any, results: Sequence[CheckResult], *, verbosity: int,
         tr.write_line(f"  gone      {nodeid} (in the baseline, not here)")
     for path in sorted(manifests):
         tr.write_line(f"key manifest: {path}")
+        newer = kept_beside(path)
+        if newer:  # said even under -q: the store holds two files of one commit now
+            tr.write_line(f"  note: {newer} was written by a newer pytest-compilecache; it "
+                          f"is kept as it was, and this session's keys went beside it",
+                          yellow=True)
     dirty_said = dirty()
     if dirty_said:
         tr.write_line(dirty_said, yellow=True)
