@@ -17,6 +17,10 @@
 #              repository of three commits: a comment, then TF32 turned on
 #   other-gpu  two GPUs: other_gpu_pair.py (resnet18, BERT training), then the same two
 #              checks under --compile-cache-warm-on-other-gpu=index and =pinned
+#   load       test_max_autotune.py (swin_t, the MLP, resnet18) alone, then beside the eight
+#              sharding models at four checks per GPU, N times each (LOAD_RUNS, default
+#              3): the autotune verdicts must not change with the load; the verdict rows
+#              into load.log (docs/gpu-results.md)
 #
 # PYTEST ARGS go to the set's session (`set benchmarks/sharding/test_eight_models.py -n 4
 # --compile-cache-jobs-per-gpu=4` adds the eight sharding models). Results go to $OUT
@@ -194,9 +198,25 @@ other_gpu() {
   return $rc
 }
 
+load() {  # the autotune verdicts alone and under four checks per GPU
+  local i
+  for i in $(seq "${LOAD_RUNS:-3}"); do
+    echo "== alone $i"
+    python -m pytest benchmarks/gpu_acceptance/test_max_autotune.py -p no:cacheprovider \
+      --compile-cache-check --compile-cache-report="$out/alone-$i.json" "$@" 2>&1 \
+      | grep -E "test_max_autotune.py::test_[a-z0-9_]+ +(pass|fail|error) "
+    echo "== load $i"
+    python -m pytest benchmarks/gpu_acceptance/test_max_autotune.py \
+      benchmarks/sharding/test_eight_models.py -p no:cacheprovider -n 4 \
+      --compile-cache-jobs-per-gpu=4 --compile-cache-check \
+      --compile-cache-report="$out/load-$i.json" "$@" 2>&1 \
+      | grep -E "test_max_autotune.py::test_[a-z0-9_]+ +(pass|fail|error) "
+  done
+}
+
 scenario="set"
 case ${1:-} in
-  set|pairs|records|hostile|drift|other-gpu) scenario=$1; shift ;;
+  set|pairs|records|hostile|drift|other-gpu|load) scenario=$1; shift ;;
 esac
 case $scenario in
   set) session "$out" "$@" ;;
@@ -210,4 +230,5 @@ case $scenario in
   hostile) hostile "$@" ;;
   drift) drift ;;
   other-gpu) other_gpu "$@" ;;
+  load) load "$@" >"$out/load.log" 2>&1; cat "$out/load.log" ;;
 esac
