@@ -162,7 +162,7 @@ def test_an_older_reader_keeps_a_newer_manifest_and_writes_beside_it(tmp_path, d
     # the trend reads this version's file of a clean commit, never a dirty one
     assert len(store.recent(mf.environment_id(ENV), 5)) == (0 if dirty else 1)
     tr = _Lines()
-    terminal.write_summary(tr, [CheckResult(nodeid=NODE, verdict="pass")], quiet=True,
+    terminal.write_summary(tr, [CheckResult(nodeid=NODE, verdict="pass")], verbosity=-1,
                            no_checks=None, gone=[], manifests=[str(written)], root=None,
                            report=None, report_problem=None, report_said=[])
     assert f"key manifest: {written}" in tr.lines
