@@ -8,7 +8,6 @@ phase child alike.
 """
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Type
 
 if TYPE_CHECKING:
@@ -57,16 +56,10 @@ def __getattr__(name: str) -> Any:
 
 def builtin() -> Registry:
     """The paths this package brings, by name (pure Python: no torch is imported)."""
+    from pytest_compilecache.builtins import subclasses_in
     from pytest_compilecache.paths.base import WarmStartPath
 
-    reg: Registry = {}
-    for module in BUILTIN:
-        mod = importlib.import_module(f"pytest_compilecache.paths.{module}")
-        for cls in vars(mod).values():
-            if isinstance(cls, type) and issubclass(cls, WarmStartPath) and cls.name \
-                    and cls.__module__ == mod.__name__:
-                reg[cls.name] = cls
-    return reg
+    return subclasses_in(__name__, BUILTIN, WarmStartPath)
 
 
 def registry(pluginmanager: Optional[Any] = None) -> Registry:

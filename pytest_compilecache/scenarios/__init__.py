@@ -5,7 +5,6 @@ and the path plan derive from; a plugin or conftest.py adds a scenario (and the 
 runs) through the `pytest_compilecache_scenarios` hook. No module here imports a path."""
 from __future__ import annotations
 
-import importlib
 from typing import Any, Dict, List, Mapping, Optional
 
 from pytest_compilecache.scenarios.base import ALONE, FOR_LOCAL, Scenario
@@ -18,14 +17,9 @@ Registry = Dict[str, Scenario]
 
 
 def builtin() -> Registry:
-    reg: Registry = {}
-    for module in BUILTIN:
-        mod = importlib.import_module(f"pytest_compilecache.scenarios.{module}")
-        for cls in vars(mod).values():
-            if isinstance(cls, type) and issubclass(cls, Scenario) and cls.name \
-                    and cls.__module__ == mod.__name__:
-                reg[cls.name] = cls()
-    return reg
+    from pytest_compilecache.builtins import subclasses_in
+
+    return {name: cls() for name, cls in subclasses_in(__name__, BUILTIN, Scenario).items()}
 
 
 def from_hook(found: Any, reg: Registry, where: str) -> None:
