@@ -63,3 +63,12 @@ def test_a_scenario_registered_through_the_hook_runs_its_path_alone(tmp_path: Pa
     run = run_repo(repo, {**files, "pytest.ini": "[pytest]\ncompile_cache_toy_restart = true\n"})
     assert run.ret == 0, run.out[-3000:]
     assert [(c["via"], c["verdict"]) for c in run.report["checks"]] == [("toy", "pass")]
+
+
+def test_a_scenario_the_hook_gets_wrong_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    bad = "class NotAScenario:\n    name = 'x'\n\n\ndef pytest_compilecache_scenarios():\n" \
+          "    return [NotAScenario]\n"
+    run = run_repo(tmp_path / "repo", {"conftest.py": bad, "test_toy.py": TESTS})
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, run.out[-2000:]
+    assert "returned conftest.NotAScenario, which is not a subclass of " \
+           "pytest_compilecache.scenarios.base.Scenario" in run.out
