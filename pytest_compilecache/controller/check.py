@@ -281,7 +281,7 @@ class CheckRun:
         if s.store_caches and self.path.storable and self.path.via == "local" \
                 and result.verdict == "pass" and cold:
             stored.keep(self, cold, result)
-        if result.verdict in OK_VERDICTS and not s.keep:
+        if not s.keep and (result.verdict in OK_VERDICTS or self._nothing_kept(result)):
             for r in self.roots:
                 r.remove()
             self.session.timeline.mark("roots removed")
@@ -294,6 +294,11 @@ class CheckRun:
                 result.notes.append(f"the cache the variants share is kept at "
                                     f"{self.shared_root} (its ledger: phases/written.json)")
         return result
+
+    def _nothing_kept(self, result: CheckResult) -> bool:
+        """A failure whose roots hold nothing the report does not say (a recording's
+        drift): removed, not left "for inspection" in the temp dir."""
+        return result.verdict == "fail" and not self.path.keeps_failed_roots
 
     def _accepted(self) -> Dict[str, accepted.Accepted]:
         """The layers whose miss this check accepts: its marker's, the session's."""
