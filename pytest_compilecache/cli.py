@@ -1,4 +1,4 @@
-"""`pytest-compilecache show | diff | merge | bisect` (also `python -m pytest_compilecache`).
+"""`pytest-compilecache show | diff | accept | merge | bisect` (also `python -m pytest_compilecache`).
 
 show and diff read JSON only (reports or manifests) and never import torch; bisect
 records manifests by running the selected checks' cold phase at each commit it tests.
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from pytest_compilecache import cliaccept
 from pytest_compilecache.clifiles import CliError, as_manifest, files, load, only
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.history.bisect import Unrecordable
@@ -259,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--check", action="append", metavar="NODEID", help="only this check")
     _store_options(d)
     d.set_defaults(func=cmd_diff)
+    cliaccept.add_parser(sub, REV_HELP)
     m = sub.add_parser("merge", help="merge the reports of several machines (shards) into one")
     m.add_argument("reports", nargs="+", metavar="REPORT")
     m.add_argument("-o", "--output", required=True, metavar="REPORT")
