@@ -77,7 +77,7 @@ class KeyHistory:
         if self.settings.baseline and not self.settings.baseline_warm:
             try:
                 said += ad.stale_lines(self.accepted_entries(), self.compared,
-                                       self.compared, self.settings.baseline)
+                                       self.settings.baseline)
             except ad.AcceptedFileError as e:
                 said.append(str(e))
         return "\n".join(said) or None

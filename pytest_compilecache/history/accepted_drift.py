@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 FILE = "compilecache-accepted.json"
 SCHEMA = "pytest-compilecache-accepted-drift"
@@ -99,16 +99,13 @@ def stale_reason(entry: Dict[str, Any], cmp: Optional[Dict[str, Any]]) -> Option
 
 
 def stale_lines(entries: Mapping[str, Dict[str, Any]], cmps: Mapping[str, Dict[str, Any]],
-                ran: Iterable[str], ref: str) -> List[str]:
-    """One line per stale entry of the checks this session compared (or whose file it
-    collected and that are gone), naming it and the command that prunes it."""
-    ran_set: Set[str] = set(ran)
-    files = {n.split("::")[0] for n in ran_set}
+                ref: str) -> List[str]:
+    """One line per stale entry of the checks this session compared (a check not run
+    here is not judged: `accept` prunes the entries of checks gone from the head),
+    naming it and the command that prunes it."""
     out = []
     for nodeid, entry in sorted(entries.items()):
-        if nodeid not in ran_set and nodeid.split("::")[0] not in files:
-            continue  # not this session's: nothing known of it
-        why = stale_reason(entry, cmps.get(nodeid) if nodeid in ran_set else None)
+        why = stale_reason(entry, cmps[nodeid]) if nodeid in cmps else None
         if why:
             out.append(f"{FILE}: stale entry {nodeid}: {why}; prune it: "
                        f"`{command(ref)} --prune`")
