@@ -6,6 +6,7 @@ records manifests by running the selected checks' cold phase at each commit it t
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
@@ -93,7 +94,9 @@ def cmd_trend(args: argparse.Namespace) -> int:
     for env in envs:
         history_ = trend.commits(store.recent(env, 4 * args.commits + 20), last=args.commits)
         print(f"environment {env}:")
-        print("\n".join(trend.table_lines(trend.to_json(history_, args.alert))))
+        count = functools.partial(history.count_between, root.parent)
+        print("\n".join(trend.table_lines(trend.to_json(
+            history_, args.alert, count, trend.store_explain(store)))))
     return EXIT_OK
 
 

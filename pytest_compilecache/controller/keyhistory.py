@@ -265,9 +265,14 @@ class KeyHistory:
         for env_id in store.environments_of(str(commit.get("sha") or "")):
             # read more than shown: a manifest's file time is its last write, not its commit's
             history = trend.commits(store.recent(env_id, 4 * n + 20), last=n)
-            out.append({"environment": env_id,
-                        **trend.to_json(history, self.settings.trend_alert)})
+            out.append({"environment": env_id, **trend.to_json(
+                history, self.settings.trend_alert, self._count, trend.store_explain(store))})
         return out
+
+    def _count(self, older: str, newer: str) -> Optional[int]:
+        from pytest_compilecache.history import git as history
+
+        return history.count_between(self.config.rootpath, older, newer)
 
     def describe_baseline(self) -> Optional[Dict[str, Any]]:
         return self._baseline.describe() if self._baseline is not None else None
