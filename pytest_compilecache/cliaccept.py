@@ -8,6 +8,8 @@ Reads the key manifests in the store (a keys-only session recorded them): no tor
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -24,10 +26,15 @@ def cmd_accept(args: argparse.Namespace) -> int:
         path = history.require_root(Path.cwd()) / ad.FILE
     except history.GitError as e:
         raise CliError(f"the accepted drift is kept in the repository: {e}") from None
+    if args.pytest_args and args.pytest_args[0] != "--":
+        raise CliError(f"options go before REF, pytest's arguments after --: "
+                       f"{' '.join(args.pytest_args)}")
+    if args.pytest_args:
+        _record_head(args.ref, args.pytest_args[1:])
     pa, pb = files(args, [args.ref, args.head])
     a, b = load(pa), load(pb)
     base, head = as_manifest(a, pa), as_manifest(b, pb)
-    cmps = mf.compare(base, head, args.checks or None, (),
+    cmps = mf.compare(base, head, args.check or None, (),
                       components_loader(a, base, pa, args.store),
                       components_loader(b, head, pb, args.store))
     try:
@@ -44,6 +51,18 @@ def cmd_accept(args: argparse.Namespace) -> int:
     return 0
 
 
+def _record_head(ref: str, pytest_args: List[str]) -> None:
+    """The keys-only session that records this commit's keys (and REF's, where the
+    store lacks them) first: its drift is what is accepted, so its exit status is not."""
+    argv = [sys.executable, "-m", "pytest", *pytest_args, "--compile-cache-check",
+            "--compile-cache-keys-only", f"--compile-cache-baseline={ref}", "-q"]
+    print("recording the keys: " + " ".join(argv[1:]), flush=True)
+    rc = subprocess.run(argv, stdout=subprocess.DEVNULL).returncode
+    if rc not in (0, 1):  # 1: drift, or a check that failed (its keys are recorded)
+        raise CliError(f"the keys-only session exited {rc}: run it to see why: "
+                       + " ".join(argv[1:]))
+
+
 def _changes(before: Dict[str, Any], after: Dict[str, Any]) -> List[str]:
     out = [f"pruned    {n} (stale)" for n in sorted(set(before) - set(after))]
     for n in sorted(after):
@@ -58,7 +77,11 @@ def add_parser(sub: Any, rev_help: str) -> None:
                                       f"{ad.FILE} at the repository root, to commit with the "
                                       f"change (stale entries pruned)")
     p.add_argument("ref", metavar="REF", help="the base: " + rev_help)
-    p.add_argument("checks", nargs="*", metavar="NODEID", help="only these checks")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER,
+                   help="after --: pytest arguments selecting the checks; a keys-only "
+                        "session against REF records their keys first (without: the "
+                        "store's manifests, as the last session recorded them)")
+    p.add_argument("--check", action="append", metavar="NODEID", help="only this check")
     p.add_argument("--head", default="HEAD", help="the commit whose keys are accepted "
                                                   "(default: HEAD)")
     p.add_argument("--prune", action="store_true",

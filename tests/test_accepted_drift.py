@@ -216,4 +216,4 @@ def test_a_later_unaccepted_change_fails_and_the_stale_entry_is_said(repo, accep
     c = deploy["checks"]["test_flip"]
     assert deploy["ret"] == 1 and c["layers"]["fx_graph"]["state"] == "miss", c["layers"]
     assert any(p.startswith(f"keys changed against {base}; if the change is meant") and
-               f"`pytest-compilecache accept {base}`" in p for p in c["problems"]), c["problems"]
+               f"`pytest-compilecache accept {base} -- " in p for p in c["problems"]), c["problems"]

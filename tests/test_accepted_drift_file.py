@@ -109,7 +109,7 @@ def test_a_miss_the_accepted_drift_does_not_explain_fails_naming_the_command() -
         "aot_autograd": "accepted", "fx_graph": "miss", "kernels": "miss"}
     assert res.problems[-1].startswith("keys changed against main; if the change is meant, "
                                        "accept it in the repository: ")
-    assert "`pytest-compilecache accept main`, and commit" in res.problems[-1]
+    assert "`pytest-compilecache accept main -- <the pytest arguments" in res.problems[-1]
 
 
 def test_accept_reads_the_stores_manifests_and_writes_the_file(
@@ -121,11 +121,11 @@ def test_accept_reads_the_stores_manifests_and_writes_the_file(
         path.write_text(json.dumps(m))
     git(tmp_path, "init", "-q")
     monkeypatch.chdir(tmp_path)
-    assert main(["accept", str(base), "--head", str(head)]) == 0
+    assert main(["accept", "--head", str(head), str(base)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("accepted  t.py::test_a: inductor_config[fallback_random] "
                           "(2 graph(s))\n"), out
     assert ad.load(tmp_path / ad.FILE)["t.py::test_a"]["graphs"]["fx_graph:0/0"] == {
         "old": "f1", "new": "f2"}
-    assert main(["accept", str(base), "--head", str(head)]) == 0
+    assert main(["accept", "--head", str(head), str(base)]) == 0
     assert capsys.readouterr().out.endswith(": nothing to change\n")

@@ -91,6 +91,6 @@ def apply_drift(res: CheckResult, entry: Optional[Dict[str, Any]], ref: str,
     if any(n in drifted for n in missed if n not in explained):
         res.problems.append(
             f"keys changed against {ref}; if the change is meant, accept it in the repository: "
-            f"`pytest --compile-cache-check --compile-cache-keys-only "
-            f"--compile-cache-baseline={ref}`, then `{ad.command(ref)}`, and commit {ad.FILE}")
+            f"`{ad.command(ref)} -- <the pytest arguments selecting the checks>` (records "
+            f"their keys, writes {ad.FILE}: commit it with the change)")
         res.finalize()
