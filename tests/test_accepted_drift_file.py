@@ -14,6 +14,7 @@ from pytest_compilecache.history import accepted_drift as ad
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.judge.accepted import apply_drift
 from pytest_compilecache.model import CheckResult, LayerVerdict
+from pytest_compilecache.render import gha
 
 
 def entry(key: str, flag: str) -> Dict[str, Any]:
@@ -84,7 +85,7 @@ def rows(warm_fx: str) -> list:
 
 
 def deployed(warm_fx: str) -> CheckResult:
-    res = CheckResult(nodeid="t.py::test_a", verdict="pass", graphs=rows(warm_fx))
+    res = CheckResult(nodeid="t.py::test_a", verdict="pass", graphs=rows(warm_fx), via="local")
     for name in ("aot_autograd", "fx_graph", "kernels"):
         res.layers[name] = LayerVerdict(state="miss", reasons=["drifted"])
         res.problems.append(f"{name}: miss")
@@ -97,6 +98,7 @@ def test_the_deploy_accepts_the_misses_the_accepted_drift_explains() -> None:
     assert res.verdict == "pass", res.problems
     assert {n: lv.state for n, lv in res.layers.items()} == dict.fromkeys(
         ("aot_autograd", "fx_graph", "kernels"), "accepted")
+    assert not gha.keys_drifted(res, deployed=True)  # the Action's `drifted` output: 0
     assert res.notes == [f"the drift {ad.FILE} accepts (inductor_config[fallback_random]) "
                          f"explains the misses of aot_autograd, fx_graph, kernels"]
 
@@ -107,6 +109,7 @@ def test_a_miss_the_accepted_drift_does_not_explain_fails_naming_the_command() -
     assert res.verdict == "fail"
     assert {n: lv.state for n, lv in res.layers.items()} == {
         "aot_autograd": "accepted", "fx_graph": "miss", "kernels": "miss"}
+    assert gha.keys_drifted(res, deployed=True)
     assert res.problems[-1].startswith("keys changed against main; if the change is meant, "
                                        "accept it in the repository: ")
     assert "`pytest-compilecache accept main -- <the pytest arguments" in res.problems[-1]
