@@ -200,6 +200,10 @@ def test_a_stale_entry_behind_an_accepted_change_still_fails_the_deploy(accepted
 
 
 def test_a_later_unaccepted_change_fails_and_the_stale_entry_is_said(repo, accepted):
+    """Another flip on top of the accepted one: the entry accepts nothing now, so the
+    drift fails and the entry is said stale. (The deploy's rule for such a miss, red and
+    naming the command, is test_accepted_drift_file.py's, on recorded rows: a deploy
+    session more costs ~80 s on a loaded 2-core machine.)"""
     path, base = repo["path"], repo["shas"][0]
     flipped = (path / "tests/test_net.py").read_text().replace(
         "fallback_random = True\n", "fallback_random = True\n    torch._inductor.config"
@@ -207,13 +211,10 @@ def test_a_later_unaccepted_change_fails_and_the_stale_entry_is_said(repo, accep
     repo["shas"].append(commit(path, "another flip", {"tests/test_net.py": flipped}))
     keys = session(path, "--compile-cache-keys-only", f"--compile-cache-baseline={base}",
                    "-k", "test_flip")
-    assert keys["ret"] == 1, keys["out"][-3000:]
+    c = keys["checks"]["test_flip"]
+    assert keys["ret"] == 1 and c["drift"]["status"] == "drifted", keys["out"][-3000:]
+    assert any("inductor_config[epilogue_fusion]" in p and f"`pytest-compilecache accept "
+               f"{base}`" in p for p in c["problems"]), c["problems"]
     assert (f"{FILE}: stale entry tests/test_net.py::test_flip: its check's drift is another "
             f"now") in keys["out"], keys["out"][-3000:]
     assert f"`pytest-compilecache accept {base} --prune`" in keys["out"]
-    deploy = session(path, f"--compile-cache-baseline={base}", "--compile-cache-baseline-warm",
-                     "-k", "test_flip")
-    c = deploy["checks"]["test_flip"]
-    assert deploy["ret"] == 1 and c["layers"]["fx_graph"]["state"] == "miss", c["layers"]
-    assert any(p.startswith(f"keys changed against {base}; if the change is meant") and
-               f"`pytest-compilecache accept {base} -- " in p for p in c["problems"]), c["problems"]
