@@ -84,9 +84,10 @@ def apply_drift(res: CheckResult, entry: Optional[Dict[str, Any]], ref: str,
     missed = [n for n, lv in res.layers.items() if lv.state == "miss"]
     explained = ad.explained_layers(entry, res.graphs, missed, keyed)
     if explained and entry:
-        apply(res, {n: Accepted(ad.FILE, "the key change it accepts") for n in explained})
-        res.notes.append(f"the drift {ad.FILE} accepts ({', '.join(entry['components'][:6])})"
-                         f" explains the misses of {', '.join(explained)}")
+        changed = ", ".join(entry["components"][:6])
+        apply(res, {n: Accepted(ad.FILE, changed) for n in explained})
+        res.notes.append(f"the drift {ad.FILE} accepts ({changed}) explains the misses of "
+                         f"{', '.join(explained)}")
     drifted = {r.get("layer") for r in res.graphs if r.get("phase") == "warm" and r.get("drift")}
     if any(n in drifted for n in missed if n not in explained):
         res.problems.append(
