@@ -132,3 +132,23 @@ def test_accept_reads_the_stores_manifests_and_writes_the_file(
         "old": "f1", "new": "f2"}
     assert main(["accept", "--head", str(head), str(base)]) == 0
     assert capsys.readouterr().out.endswith(": nothing to change\n")
+
+
+def test_the_controller_says_stale_entries_from_the_checks_drift(tmp_path: Path) -> None:
+    """Under xdist the workers compare the keys: the controller reads each check's drift
+    from its result to say the stale entries."""
+    from types import SimpleNamespace
+
+    from pytest_compilecache.controller.keyhistory import KeyHistory
+
+    git(tmp_path, "init", "-q")
+    ad.write(tmp_path / ad.FILE, {"t.py::test_a": accepted_entry()})
+    settings = SimpleNamespace(baseline="main", baseline_warm=False, store="none")
+    history = KeyHistory(SimpleNamespace(rootpath=tmp_path), settings)  # type: ignore[arg-type]
+    history._commit = {"sha": "abc", "dirty": False}  # what git would say
+    res = CheckResult(nodeid="t.py::test_a", verdict="fail",
+                      drift={"base": "main", **mf.compare_check(BASE, LATER)})
+    assert history.summary_line([]) is None
+    said = history.summary_line([res])
+    assert said is not None and said.startswith(f"{ad.FILE}: stale entry t.py::test_a: its "
+                                                f"check's drift is another now"), said

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 import pytest
 
@@ -70,13 +70,15 @@ class KeyHistory:
             off.append("no compile caches kept in the store")
         return "work tree dirty" + (f" ({said})" if said else "") + ": " + "; ".join(off)
 
-    def summary_line(self) -> Optional[str]:
+    def summary_line(self, results: Sequence[CheckResult] = ()) -> Optional[str]:
         """The lines under the summary: a dirty tree, the stale entries of the accepted
-        drift file (a deploy compares no keys: it says none)."""
+        drift file (a deploy compares no keys: it says none). `results`: the checks'
+        drift as the controller has it (under xdist, the workers compared them)."""
         said = [x for x in (self.dirty_line(),) if x]
         if self.settings.baseline and not self.settings.baseline_warm:
+            compared = {r.nodeid: r.drift for r in results if r.drift.get("status")}
             try:
-                said += ad.stale_lines(self.accepted_entries(), self.compared,
+                said += ad.stale_lines(self.accepted_entries(), {**compared, **self.compared},
                                        self.settings.baseline)
             except ad.AcceptedFileError as e:
                 said.append(str(e))
