@@ -1,4 +1,5 @@
-"""`pytest-compilecache show | diff | accept | merge | bisect` (also `python -m pytest_compilecache`).
+"""`pytest-compilecache show | diff | accept | merge | bisect | trend | clean` (also
+`python -m pytest_compilecache`).
 
 show and diff read JSON only (reports or manifests) and never import torch; bisect
 records manifests by running the selected checks' cold phase at each commit it tests.
