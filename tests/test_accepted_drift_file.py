@@ -152,3 +152,11 @@ def test_the_controller_says_stale_entries_from_the_checks_drift(tmp_path: Path)
     said = history.summary_line([res])
     assert said is not None and said.startswith(f"{ad.FILE}: stale entry t.py::test_a: its "
                                                 f"check's drift is another now"), said
+
+
+def test_accept_takes_options_before_ref_and_pytest_args_after_the_dashes(
+        capsys: pytest.CaptureFixture) -> None:
+    assert main(["accept", "main", "--prune"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "pytest-compilecache accept: options go before REF, pytest's arguments after --: "
+        "--prune")
