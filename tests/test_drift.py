@@ -175,8 +175,9 @@ def test_graph_change_drifts_with_a_graph_code_diff(repo):
     fx = [g for g in s["check"]["drift"]["graphs"] if g["graph"] == "fx_graph:0/0"][0]
     assert [x["component"] for x in fx["components"]] == ["gm"]
     # the failure says how to accept a change that is meant
-    assert any(p.endswith("accept it with --compile-cache-allow-drift='gm'")
-               for p in s["check"]["problems"]), s["check"]["problems"]
+    assert any(p.endswith(f"accept it in the repository: `pytest-compilecache accept "
+                          f"{shas[3]}` (writes compilecache-accepted.json: commit it with "
+                          f"the change)") for p in s["check"]["problems"]), s["check"]["problems"]
     # c3's keys-only recording drifted from this compile in full: c3 was recorded again
     # in full, and the drift stands (the verdict a baseline compiled in full gives)
     assert any("recorded again compiled in full: the drift is confirmed" in n
