@@ -111,8 +111,7 @@ class CheckRun:
 
     def interrupted(self) -> CheckResult:
         """The check an interrupt (Ctrl-C, SIGTERM) stopped: `not run`, saying which
-        phases had finished and which one was stopped. A bare `not run` read as if
-        nothing had run, though a cold phase of minutes had."""
+        phases had finished and which one was stopped (not as if nothing had run)."""
         from pytest_compilecache import lifetime
 
         by = lifetime.received or "KeyboardInterrupt"
@@ -206,7 +205,7 @@ class CheckRun:
         result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
         # an accepted cost first: a full disk blamed only for what is still a problem
         accepted.apply(result, self._accepted())
-        if self.path.name == "deploy":  # the misses a drift accepted in the repo explains
+        if self.path.accepts_drift:  # the misses a drift accepted in the repo explains
             self.session.history.accept_deploy_misses(self.item.nodeid, result)
         blame_full_disk(result, self.recs, self.logs)
         self.session.timeline.mark("judged")
@@ -298,8 +297,7 @@ class CheckRun:
         return result
 
     def _nothing_kept(self, result: CheckResult) -> bool:
-        """A failure whose roots hold nothing the report does not say (a recording's
-        drift): removed, not left "for inspection" in the temp dir."""
+        """A failure whose roots hold only what the report says (a recording's drift)."""
         return result.verdict == "fail" and not self.path.keeps_failed_roots
 
     def _accepted(self) -> Dict[str, accepted.Accepted]:
