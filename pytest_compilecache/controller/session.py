@@ -176,10 +176,14 @@ class CompileCacheSession:
 
     @functools.cached_property
     def warm_start_paths(self) -> List[WarmStartPath]:
+        pm = self.config.pluginmanager
+        return paths.for_settings(self.settings, paths.registry(pm), self.scenarios)
+
+    @functools.cached_property
+    def scenarios(self) -> Any:
         from pytest_compilecache import scenarios
 
-        pm = self.config.pluginmanager
-        return paths.for_settings(self.settings, paths.registry(pm), scenarios.registry(pm))
+        return scenarios.registry(self.config.pluginmanager)
 
     def _add(self, result: CheckResult) -> None:
         """Spool a check's result (its row stays here); an xdist worker hands it to the
@@ -228,17 +232,6 @@ class CompileCacheSession:
             self._shared = variants.SharedCaches(Path(self.shared_path),
                                                  variants.groups_of(self.history.check_ids))
         return self._shared.root_for(nodeid)
-
-    def _close_shared(self) -> None:
-        """The shared caches go with the session, unless a check over them failed (its
-        result names them) or --compile-cache-keep."""
-        if self.owned_shared_dir is None:
-            return
-        failed = any(r.via == "shared" and r.verdict not in ("pass", "n/a", "recorded")
-                     for r in self.results)
-        if not (failed or self.settings.keep):
-            remove_owned(self.owned_shared_dir)
-        os.environ.pop(SHARED_DIR_ENV, None)
 
     # -- xdist: what a worker is handed, not read from its environment ---------------
     @pytest.hookimpl(optionalhook=True)
@@ -375,7 +368,10 @@ class CompileCacheSession:
                                         "a job that reads the report must not pass without it")
         finally:
             self.ledger.close()
-            self._close_shared()
+            from pytest_compilecache import scenarios
+
+            for scenario in scenarios.switched_on(self.settings, self.scenarios):
+                scenario.close(self)  # what its checks shared (scenarios/base.py)
 
     def _write_report(self, exitstatus: int) -> None:
         if not self.settings.report:

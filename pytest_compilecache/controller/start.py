@@ -7,12 +7,11 @@ import os
 
 import pytest
 
-from pytest_compilecache import adopted, paths
+from pytest_compilecache import adopted, paths, scenarios
 from pytest_compilecache.controller.ledger import Ledger
 from pytest_compilecache.controller.role import Role
 from pytest_compilecache.controller.session import PCH_DIR_ENV, CompileCacheSession
 from pytest_compilecache.controller.spool import Spool
-from pytest_compilecache.controller.variants import SHARED_DIR_ENV
 from pytest_compilecache.settings import Settings
 
 
@@ -40,9 +39,10 @@ def _open_dirs(session: CompileCacheSession, config: pytest.Config,
         lifetime.parent_death_signal()  # inherits its dirs
         session.adopt_dirs(getattr(config, "workerinput", {}))
         return session
-    used = {PCH_DIR_ENV: True, LOCK_DIR_ENV: not settings.lock_dir,
-            SHARED_DIR_ENV: settings.share_variants}
-    for var in (v for v, inherited in used.items() if inherited):
+    switched = scenarios.switched_on(settings, session.scenarios)
+    used = [PCH_DIR_ENV, *([] if settings.lock_dir else [LOCK_DIR_ENV]),
+            *(var for s in switched for var in s.inherited_env())]
+    for var in used:
         adopted.from_env(var)  # refused before this session makes a directory of its own
     from pytest_compilecache.controller import preflight
 
@@ -71,11 +71,8 @@ def _open_dirs(session: CompileCacheSession, config: pytest.Config,
     session.owned_lock_dir = path if fresh else None
     session.lock_path = path
     session.open_pch_dir()
-    if settings.share_variants and not adopted.from_env(SHARED_DIR_ENV):
-        from pytest_compilecache.controller import variants
-
-        session.owned_shared_dir = variants.open_parent(settings.root)
-        session.shared_path = str(session.owned_shared_dir)
+    for scenario in switched:  # what each scenario's checks share
+        scenario.open(session)
     if session.role is Role.XDIST_CONTROLLER:  # its workers have no terminal
         from pytest_compilecache.controller.watch import WorkerWatch
 

@@ -62,6 +62,11 @@ def usage_error(on: Mapping[str, Any], values: Mapping[str, Any],
     return None
 
 
+def switched_on(settings: Any, reg: Registry) -> List[Scenario]:
+    """The scenarios a session's settings switch on."""
+    return [s for name, s in reg.items() if settings.scenario(name)]
+
+
 def path_names(on: Mapping[str, Any], via: Any, reg: Registry) -> List[str]:
     """The warm-start paths a session runs: a scenario that stands alone, else each of
     --compile-cache-via's, a scenario that stands in for the local restart first."""
@@ -76,4 +81,4 @@ def path_names(on: Mapping[str, Any], via: Any, reg: Registry) -> List[str]:
     return vias
 
 
-__all__ = ["Scenario", "builtin", "registry", "usage_error", "path_names"]
+__all__ = ["Scenario", "builtin", "registry", "usage_error", "switched_on", "path_names"]

@@ -4,7 +4,7 @@ switch without importing a path module (the path it names is imported when a ses
 plans its checks)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Tuple
 
 # how a scenario stands in: the session's only path, or the local restart's place among
 # --compile-cache-via's paths (its phases and more)
@@ -37,6 +37,20 @@ class Scenario:
     @property
     def dest(self) -> str:
         return self.switch.replace("-", "_")
+
+    def inherited_env(self) -> Tuple[str, ...]:
+        """The environment variables that hand its session directories to the sessions
+        it starts (xdist workers, recordings): checked (adopted.from_env) before the
+        session makes a directory of its own."""
+        return ()
+
+    def open(self, session: Any) -> None:
+        """The controller's session starts with it switched on: make what its checks
+        share (a directory its workers are handed), after the up-front checks."""
+
+    def close(self, session: Any) -> None:
+        """The controller's session ends: remove what `open` made, unless a check over
+        it failed (its result names it) or --compile-cache-keep."""
 
     def usage_error(self, on: Mapping[str, Any], values: Mapping[str, Any]) -> Optional[str]:
         """What this scenario cannot run with (`on`: the scenarios switched on, by name;

@@ -2,7 +2,7 @@
 local restart's place."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Tuple
 
 from pytest_compilecache.scenarios.base import FOR_LOCAL, Scenario
 
@@ -11,6 +11,35 @@ class ShareVariants(Scenario):
     name = "shared"
     switch = "share-variants"
     stands_in = FOR_LOCAL
+    def inherited_env(self) -> Tuple[str, ...]:
+        from pytest_compilecache.controller.variants import SHARED_DIR_ENV
+
+        return (SHARED_DIR_ENV,)
+
+    def open(self, session: Any) -> None:
+        """The parent of the variants' shared roots, unless a parent session's was
+        handed down (controller/variants.py)."""
+        from pytest_compilecache import adopted
+        from pytest_compilecache.controller import variants
+
+        if not adopted.from_env(variants.SHARED_DIR_ENV):
+            session.owned_shared_dir = variants.open_parent(session.settings.root)
+            session.shared_path = str(session.owned_shared_dir)
+
+    def close(self, session: Any) -> None:
+        import os
+
+        from pytest_compilecache.controller.variants import SHARED_DIR_ENV
+        from pytest_compilecache.leftovers import remove_owned
+
+        if session.owned_shared_dir is None:  # a parent session's, or none was needed
+            return
+        failed = any(r.via == "shared" and r.verdict not in ("pass", "n/a", "recorded")
+                     for r in session.results)
+        if not (failed or session.settings.keep):
+            remove_owned(session.owned_shared_dir)
+        os.environ.pop(SHARED_DIR_ENV, None)
+
     help = ("also run the variants of each test function (its parametrized "
             "instances) over one cache they share, one after another, as a service "
             "serving them all from one cache dir; fail when a variant loads an "
