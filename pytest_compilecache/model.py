@@ -52,6 +52,8 @@ class CheckResult:
     # --compile-cache-share-variants: what this variant loaded of the entries other
     # variants wrote into the cache they share, and how its outputs there compared
     shared: Dict[str, Any] = field(default_factory=dict)
+    # a multi-rank check (compile_cache(ranks=N)): each rank's layers, outputs, problems
+    ranks: List[Dict[str, Any]] = field(default_factory=list)
     # What `finalize` derives the verdict from, never reported: the verdict the result was
     # made with (`kind`: pass, recorded, n/a, error, not run); a fault of the environment
     # or of a server (a full disk, a store refused, Redis gone) that makes it an `error`

@@ -162,6 +162,21 @@ def parse_other_gpu(value: str) -> str:
     return v
 
 
+def parse_ranks(value: str) -> int:
+    return _count(value, "number of ranks")
+
+
+def parse_rank_layout(value: str) -> str:
+    """How each rank of a multi-rank check sees its GPU: the words of
+    --compile-cache-warm-on-other-gpu's layouts."""
+    v = value.strip().lower()
+    if v not in OTHER_GPU_LAYOUTS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: the layouts are index (every rank sees the ranks' GPUs, rank r on "
+            f"cuda:<local rank>) and pinned (each rank sees only its GPU, as cuda:0)")
+    return v
+
+
 def parse_launcher(value: str) -> str:
     v = value.strip().lower()
     if v not in LAUNCHERS:
@@ -247,6 +262,14 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "cuda:1; torch's keys hold the index, so warm misses) or pinned (each phase sees only "
      "its GPU as cuda:0, the fleet layout that shares entries). Where the warm run loads "
      "entries built on the other GPU, a fresh compile on the warm GPU is its reference"),
+    ("ranks", "string", None, parse_ranks,
+     "run each check's phases as N ranks started together, as torchrun starts them (env "
+     "rendezvous; gloo on CPU, NCCL on CUDA with one GPU per rank), the process group "
+     "created around the test; a check's compile_cache(ranks=N) marker sets its own"),
+    ("rank-layout", "string", None, parse_rank_layout,
+     "how the ranks of a multi-rank check see their GPUs: index (default: every rank sees "
+     "the ranks' GPUs and runs on cuda:<local rank>) or pinned (each rank sees only its "
+     "GPU, as cuda:0, through its own CUDA_VISIBLE_DEVICES)"),
     ("shard", "string", None, parse_shard,
      "run only slice I of N of the checks (I/N), for a CI matrix; merge the reports with "
      "`pytest-compilecache merge`"),
@@ -256,7 +279,8 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "(internal) JSON file listing the node ids a recording session runs"),
 )
 # what --help shows after "=" where the option's last word would not say it
-_METAVARS = {"jobs-per-gpu": "K", "warm-on-other-gpu": "index|pinned",
+_METAVARS = {"jobs-per-gpu": "K", "warm-on-other-gpu": "index|pinned", "ranks": "N",
+             "rank-layout": "index|pinned",
              "launcher": "preloaded|fresh", "launcher-state": "DIR|none",
              "via": "PATHS",
              "job-id": "inherit|per-check|VALUE", "baseline": "REF",

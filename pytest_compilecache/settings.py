@@ -56,6 +56,8 @@ class Settings:
     shard_times: Optional[str] = None
     warm_on_other_gpu: str = ""  # "" (off), "index" or "pinned" (OTHER_GPU_LAYOUTS)
     share_variants: bool = False
+    ranks: int = 1  # processes of a check's phases (its marker's ranks=N sets its own)
+    rank_layout: str = "index"  # how a rank sees its GPU (OTHER_GPU_LAYOUTS)
     via: Tuple[str, ...] = ("local",)
     # the values of the options warm-start paths add (PathOption), by name
     path_options: Tuple[Tuple[str, Any], ...] = ()

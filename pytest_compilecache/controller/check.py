@@ -338,7 +338,7 @@ class CheckRun:
         spec_path.write_text(json.dumps(spec))
         try:
             self.session.timeline.mark(f"{phase} asked")
-            with phase_lease(self, phase, env, spec, spec_path) as lease, \
+            with self.lease(phase, env, spec, spec_path) as lease, \
                     session.progress.step(f"{phase} phase" + (" (in the baseline's worktree)"
                                                               if tree is not None else "")):
                 # a check's cold phase and its others fork from different interpreters
@@ -359,6 +359,10 @@ class CheckRun:
         self._note_launch(phase, launched)
         return phase_outcome(nodeid, phase, root, Path(spec["out"]), launched, self.timings,
                              limit, self.notes)
+
+    def lease(self, phase: str, env: Dict[str, str], spec: PhaseSpec, spec_path: Path) -> Any:
+        """The phase's device slot (controller/lease.py), held while it runs."""
+        return phase_lease(self, phase, env, spec, spec_path)
 
     def _spec_and_env(self, root: CacheRoot, phase: str, spec_path: Path,
                       extra: Optional[PhaseSpec], env_extra: Optional[Dict[str, str]]

@@ -1,0 +1,206 @@
+"""The phases of a multi-rank check (`compile_cache(ranks=N)`, --compile-cache-ranks):
+each phase's N ranks started together, as torchrun starts a node's (env rendezvous on a
+free local port; the process group itself is child/ranks.py's), each in the phase's
+cache root (the one the ranks share, or for `private` one each: paths/ranks.py).
+
+The ranks of a phase wait for each other in every collective, so they start, run and
+end as one: each holds its device slot (one GPU per rank, leased in the GPUs' order so
+that two multi-rank checks never wait on each other's; on CPU the ranks share one slot),
+gets the phase's time limit, and where one fails the others are ended at once (an
+abort file their watcher reads) instead of waiting out the group's timeout; each
+rank's error is reported as that rank's.
+"""
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from pytest_compilecache import files as fs
+from pytest_compilecache.controller.check import CheckRun
+from pytest_compilecache.isolation import CacheRoot
+from pytest_compilecache.judge import accepted
+from pytest_compilecache.judge.ranks import rank_phase
+from pytest_compilecache.model import CheckResult, error_result
+from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
+from pytest_compilecache.paths.ranks import RankedRestart
+from pytest_compilecache.wire import PhaseRecord, PhaseSpec
+
+Outcome = Tuple[Optional[PhaseRecord], Optional[CheckResult]]
+
+
+def ranks_of(item: Any, settings: Any) -> int:
+    """The check's ranks: its marker's ranks=N, else the session's --compile-cache-ranks."""
+    marker = item.get_closest_marker("compile_cache")
+    if marker is not None and "ranks" in marker.kwargs:
+        return int(marker.kwargs["ranks"])
+    return int(getattr(settings, "ranks", 1) or 1)
+
+
+def paths_for(item: Any, chosen: List[WarmStartPath], settings: Any) -> List[WarmStartPath]:
+    """The paths a check takes: a multi-rank check takes the ranks' restart alone."""
+    n = ranks_of(item, settings)
+    return chosen if n <= 1 else [RankedRestart(n)]
+
+
+def check_run(session: Any, item: Any, path: WarmStartPath) -> CheckRun:
+    return RankedCheckRun(session, item, path) if isinstance(path, RankedRestart) \
+        else CheckRun(session, item, path)
+
+
+def rank_env(rank: int, world: int, port: int) -> Dict[str, str]:
+    """What torchrun sets for a rank of one node (env:// rendezvous)."""
+    return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+            "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0"}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RankedCheckRun(CheckRun):
+    """A CheckRun whose every phase is N ranks at once; the records are per rank
+    (`cold.r0`, `cold.r1`, ...), judged by the path (judge/ranks.py)."""
+
+    path: RankedRestart
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._held: List[Any] = []  # the phase's leases, by rank
+
+    def phases(self) -> CheckResult:
+        nodeid, n = self.item.nodeid, self.path.ranks
+        root = CacheRoot.create(nodeid, self.settings.root)
+        self.roots.append(root)
+        for plan in self.path.phases:
+            self.phase_now = plan.name
+            roots = [root] * n
+            if plan.fresh_root:  # each rank its own: no other rank writes it
+                roots = [CacheRoot.create(f"{nodeid}-rank{r}", self.settings.root)
+                         for r in range(n)]
+                self.roots += roots
+            failed = self._run_ranks(plan, roots)
+            if failed is not None:
+                return failed
+            for r in range(n):
+                self.snaps[rank_phase(plan.name, r)] = fs.snapshot(roots[r].watched)
+            self._phase_timings(plan.name, n)
+        result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
+        accepted.apply(result, self._accepted())
+        return result
+
+    def _run_ranks(self, plan: PhasePlan, roots: List[CacheRoot]) -> Optional[CheckResult]:
+        n, port = self.path.ranks, free_port()
+        abort = self.roots[0].phases / f"{plan.name}.abort"
+        outcomes: List[Outcome] = [(None, None)] * n
+        try:
+            with self._leases(plan.name) as held:
+                self._held = held
+
+                def one(r: int) -> None:
+                    outcomes[r] = self._rank(plan, r, roots[r], port, abort)
+
+                threads = [threading.Thread(target=one, args=(r,), daemon=True)
+                           for r in range(n)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+        except Exception as e:  # a lease timeout, a lock dir refused: the check errors
+            from pytest_compilecache.controller.gpus import LeaseTimeout
+
+            if not isinstance(e, (LeaseTimeout, OSError)):
+                raise
+            return error_result(self.item.nodeid, plan.name, str(e), "", self.timings)
+        for r, (rec, _) in enumerate(outcomes):
+            if rec is not None:
+                self.recs[rank_phase(plan.name, r)] = rec
+        return self._failed(plan.name, outcomes, abort)
+
+    def _rank(self, plan: PhasePlan, r: int, root: CacheRoot, port: int, abort: Any
+              ) -> Outcome:
+        n = self.path.ranks
+        extra = self._extra(plan, r, abort)
+        env = {**self.path.phase_env(plan), **rank_env(r, n, port)}
+        rec, failure = self.run_phase(root, rank_phase(plan.name, r), extra=extra,
+                                      env_extra=env)
+        if failure is not None or rec is None:
+            with contextlib.suppress(FileExistsError, OSError):  # the first failure says
+                with open(abort, "x") as f:
+                    f.write(f"rank {r} of the {plan.name} phase failed")
+        return rec, failure
+
+    def _extra(self, plan: PhasePlan, r: int, abort: Any) -> PhaseSpec:
+        """A rank's spec: its rank, the abort file, its outputs (in the first root)."""
+        phases = self.roots[0].phases
+        extra: PhaseSpec = {"path": self.path.name, "rank": r, "world_size": self.path.ranks,
+                            "ranks_abort": str(abort),
+                            "cold_outputs": str(phases / f"{rank_phase('cold', r)}-outputs.pt")}
+        if plan.keeps_outputs:
+            extra["save_outputs"] = str(phases / f"{rank_phase(plan.name, r)}-outputs.pt")
+        if plan.compare_with:
+            extra["compare_outputs"] = str(
+                phases / f"{rank_phase(plan.compare_with, r)}-outputs.pt")
+        return extra
+
+    def _failed(self, phase: str, outcomes: List[Outcome], abort: Any) -> Optional[CheckResult]:
+        """The phase's error, each failed rank's own (the ranks the abort ended, said)."""
+        failed = [(r, f or error_result(self.item.nodeid, rank_phase(phase, r), "left no record",
+                                        "", self.timings))
+                  for r, (rec, f) in enumerate(outcomes) if f is not None or rec is None]
+        if not failed:
+            return None
+        why = abort.read_text() if abort.exists() else ""
+        text = "\n".join(f"rank {r}: {f.error}" for r, f in failed)
+        res = error_result(self.item.nodeid, phase, f"failed ({why or 'a rank failed'}; "
+                           f"the others were ended with it):\n{text}", "", self.timings)
+        res.via = self.path.via
+        return res
+
+    def _phase_timings(self, phase: str, n: int) -> None:
+        """The phase's times: its slowest rank's (the ranks end together)."""
+        for what in ("s", "process_s"):
+            each = [self.timings.get(f"{rank_phase(phase, r)}_{what}") for r in range(n)]
+            known = [t for t in each if t is not None]
+            if known:
+                self.timings[f"{phase}_{what}"] = max(known)
+
+    @contextlib.contextmanager
+    def _leases(self, phase: str) -> Iterator[List[Any]]:
+        """Every rank's slot for the phase: one GPU per rank, in the GPUs' order; on
+        CPU one slot the ranks share."""
+        pool = self.session.slot_pool()
+        devices = list(dict.fromkeys(sl.device for sl in pool.slots))
+        n = self.path.ranks
+        gpus = [d for d in devices if d != "cpu"]
+        if gpus and len(gpus) < n:
+            raise OSError(f"ranks={n} needs {n} GPUs, one per rank; this session has "
+                          f"{len(gpus)} ({', '.join(gpus)}): --compile-cache-gpus")
+        wanted = gpus[:n] if gpus else ["cpu"]
+        with contextlib.ExitStack() as stack:
+            held = [stack.enter_context(pool.lease(f"{self.item.nodeid} [{phase}, rank {r}]",
+                                                   device=d)) for r, d in enumerate(wanted)]
+            yield held
+
+    @contextlib.contextmanager
+    def lease(self, phase: str, env: Dict[str, str], spec: PhaseSpec, spec_path: Any
+              ) -> Iterator[Any]:
+        """A rank's slot, held for the whole phase (`_leases`), and its GPU: every rank
+        sees the ranks' GPUs and runs on cuda:<local rank> (`index`), or sees only its
+        own, as cuda:0 (`pinned`)."""
+        import json
+
+        r = int(spec["rank"])
+        lease = self._held[r % len(self._held)]
+        gpus = [h.slot.device for h in self._held if h.slot.device != "cpu"]
+        if gpus and self.settings.rank_layout == "pinned":
+            env.update(lease.slot.env())
+        elif gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            spec["cuda_index"] = r
+        spec_path.write_text(json.dumps(spec))
+        yield lease
