@@ -105,7 +105,11 @@ class CheckResult:
                                  for n, lv in self.layers.items()},
             timings={k: self.timings[k] for k in ("cold_s", "warm_s", "cold_process_s")
                      if k in self.timings},
-            dynamo=self.dynamo, outputs=self._eager_summary())
+            dynamo=self.dynamo, outputs=self._eager_summary(),
+            ranks=[{"rank": x.get("rank"), "verdict": x.get("verdict"),
+                    "layers": {n: {"state": (s or {}).get("state")}
+                               for n, s in (x.get("layers") or {}).items()}}
+                   for x in self.ranks])
 
     def _eager_summary(self) -> Dict[str, Any]:
         """Of the outputs, what the summary says of compiled vs eager: how many tensors

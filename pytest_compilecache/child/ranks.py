@@ -12,13 +12,14 @@ leaves an abort file, and a watcher thread ends the rank at once, saying why.
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import os
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import pytest
 
@@ -32,7 +33,7 @@ ABORTED_EXIT = 75  # the rank was ended because another rank of its phase failed
 class RankGroup:
     """The rank's process group and its record (`result["rank"]`)."""
 
-    def __init__(self, result: Dict[str, Any], spec: Dict[str, Any], device: Optional[str]
+    def __init__(self, result: Dict[str, Any], spec: Mapping[str, Any], device: Optional[str]
                  ) -> None:
         self.rank, self.world = int(spec["rank"]), int(spec["world_size"])
         self.backend = "nccl" if device == "cuda" else "gloo"
@@ -66,7 +67,7 @@ class RankGroup:
             dist.destroy_process_group()
 
 
-def start(config: Any, result: Dict[str, Any], spec: Dict[str, Any],
+def start(config: Any, result: Dict[str, Any], spec: Mapping[str, Any],
           device: Optional[str]) -> None:
     """In a phase child whose spec names a rank: the group, registered for its end."""
     group = RankGroup(result, spec, device)
@@ -94,7 +95,7 @@ def _spy_writes(writes: Dict[str, str]) -> List[Callable[[], None]]:
         if original is None:
             continue
         setattr(module, attr, _observed(original, writes))
-        undo.append(lambda m=module, a=attr, o=original: setattr(m, a, o))
+        undo.append(functools.partial(setattr, module, attr, original))
     return undo
 
 

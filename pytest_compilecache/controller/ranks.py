@@ -13,6 +13,7 @@ rank's error is reported as that rank's.
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -21,7 +22,7 @@ from pytest_compilecache import files as fs
 from pytest_compilecache.controller.check import CheckRun
 from pytest_compilecache.isolation import CacheRoot
 from pytest_compilecache.judge import accepted
-from pytest_compilecache.judge.ranks import rank_phase
+from pytest_compilecache.judge.ranks import needs_private, rank_phase
 from pytest_compilecache.model import CheckResult, error_result
 from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
 from pytest_compilecache.paths.ranks import RankedRestart
@@ -78,6 +79,10 @@ class RankedCheckRun(CheckRun):
         self.roots.append(root)
         for plan in self.path.phases:
             self.phase_now = plan.name
+            if plan.fresh_root and not needs_private(self.recs, n):
+                self.notes.append("no warm rank loaded an entry only another rank wrote: "
+                                  "the private phase (each rank over its own root) was not run")
+                break
             roots = [root] * n
             if plan.fresh_root:  # each rank its own: no other rank writes it
                 roots = [CacheRoot.create(f"{nodeid}-rank{r}", self.settings.root)
@@ -89,6 +94,7 @@ class RankedCheckRun(CheckRun):
             for r in range(n):
                 self.snaps[rank_phase(plan.name, r)] = fs.snapshot(roots[r].watched)
             self._phase_timings(plan.name, n)
+        self.notes[:] = fresh_notes(self.notes)
         result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
         accepted.apply(result, self._accepted())
         return result
@@ -204,3 +210,20 @@ class RankedCheckRun(CheckRun):
             spec["cuda_index"] = r
         spec_path.write_text(json.dumps(spec))
         yield lease
+
+
+_FRESH = re.compile(r"^the (\S+)\.r\d+ phase ran in a fresh interpreter")
+
+
+def fresh_notes(notes: List[str]) -> List[str]:
+    """The ranks that ran in a fresh interpreter, one note: a phase's ranks start at
+    once, and a check's preloaded interpreter serves one of them."""
+    matches = [m for m in map(_FRESH.match, notes) if m]
+    if not matches:
+        return notes
+    fresh = {m.string for m in matches}
+    phases = ", ".join(dict.fromkeys(m.group(1) for m in matches))
+    return [n for n in notes if n not in fresh] + [
+        f"{len(fresh)} rank phase(s) ({phases}) ran in a fresh interpreter, not forked from "
+        f"a preloaded one: the ranks of a phase start at once, and a check's preloaded "
+        f"interpreter serves one of them"]

@@ -54,12 +54,34 @@ def judge_ranks(nodeid: str, phases: Mapping[str, PhaseRecord], snaps: Mapping[s
         private = phases.get(rank_phase("private", r))
         loaded = cross_loads(phases[rank_phase("warm", r)], writers, r)
         hit = rank_false_hit(r, loaded, private)
-        res.problems += [f"rank {r}: {p}" for p in one.problems] + ([hit] if hit else [])
-        res.notes += [f"rank {r}: {x}" for x in one.notes]
+        res.problems[:0] = [hit] if hit else []  # the finding first, then what it caused
+        res.problems += [f"rank {r}: {p}" for p in one.problems]
+        res.notes += [f"rank {r}: {x}" for x in one.notes] + shared_note(r, loaded, private)
         res.ranks.append(rank_row(r, one, loaded, private))
     res.problems += between_ranks(per)
     res.notes += keys_between_ranks(phases, n)
     return res.finalize()
+
+
+def needs_private(phases: Mapping[str, PhaseRecord], n: int) -> bool:
+    """The private phase has something to judge: a warm rank loaded an entry only
+    another rank wrote (else each rank's warm run is its own cold compile's restart)."""
+    writers = cold_writers(phases, n)
+    return any(cross_loads(phases[rank_phase("warm", r)], writers, r) for r in range(n)
+               if rank_phase("warm", r) in phases)
+
+
+def shared_note(r: int, loaded: Mapping[str, Dict[str, Any]],
+                private: Optional[PhaseRecord]) -> List[str]:
+    """A rank that loaded another rank's entries and computed what its own compile
+    does: what one cache for the node's ranks is for."""
+    cmp = private.compare_cold if private is not None else None
+    if not loaded or cmp is None or not cmp.ok:
+        return []
+    by = sorted({e["writer"]["rank"] for e in loaded.values()})
+    return [f"rank {r} loaded {len(loaded)} entr(ies) that rank(s) {', '.join(map(str, by))} "
+            f"wrote, and computed what its own compile over a root of its own does "
+            f"({cmp.mode})"]
 
 
 def _rank_result(nodeid: str, phases: Mapping[str, PhaseRecord], snaps: Mapping[str, Any],
@@ -131,10 +153,9 @@ def rank_false_hit(r: int, loaded: Mapping[str, Dict[str, Any]],
     writer = entry["writer"]["rank"]
     first = cmp.mismatches[0]
     files = entry.get("files") or {}
-    several = (f"; the key's folder holds {len(files)} files, which ranks "
-               + ", ".join(f"{sorted(v)}" for v in files.values())
-               + " wrote: ranks compiled different code under one key") if len(files) > 1 \
-        else ""
+    several = (f"; the key's folder holds {len(files)} files, whose bytes differ, from "
+               f"ranks " + ", ".join(str(min(v)) for v in files.values())) \
+        if len(files) > 1 else ""
     more = len(loaded) - 1
     return "\n    ".join((
         f"rank false hit: rank {r} loaded the {entry['layer']} entry {key[:16]}… of graph "
@@ -145,8 +166,8 @@ def rank_false_hit(r: int, loaded: Mapping[str, Dict[str, Any]],
         f"{first.message}",
         f"writer and loader: rank {writer} wrote it, rank {r} loaded it (torch reads a "
         f"key's files in name order){several}",
-        f"what the key holds: {_components(entry.get('components') or [])}; the rank is "
-        f"not in it",
+        f"what the key holds: {_components(entry.get('components') or [], who='ranks')}; "
+        f"the rank is not in it",
         f"fix: {FIX}"))
 
 
@@ -162,10 +183,10 @@ def process_part(cold: PhaseRecord, warm: PhaseRecord, problem: str) -> Optional
                     or not mine.components or keys.differing_components(twin, mine):
                 continue
             return (f"all {len(mine.components)} logged components of graph {gid}'s FX key "
-                    f"hash the same in both runs, yet the whole key differs: torch hashes a "
-                    f"part it does not log that changes in every process (e.g. a pickled "
-                    f"object's per-process hash), not the test's code; a restart of this "
-                    f"program misses every time (pytorch#176532's shape)")
+                    f"hash the same in the cold and warm processes, yet the whole key "
+                    f"differs: torch hashes into the key something it does not log that "
+                    f"differs between two processes of the same program (not the test's "
+                    f"code), so every restart of it misses (pytorch#176532's shape)")
     return None
 
 
