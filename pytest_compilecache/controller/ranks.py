@@ -70,8 +70,21 @@ class RankedCheckRun(CheckRun):
     path: RankedRestart
 
     def __init__(self, *args: Any) -> None:
+        self._here = threading.local()  # which phase this rank's thread runs
         super().__init__(*args)
         self._held: List[Any] = []  # the phase's leases, by rank
+
+    @property
+    def lane(self) -> int:
+        """The preloaded interpreter a rank forks from: the cold ranks' another than
+        the later phases' (CheckRun asks `lane + (phase != "cold")`, and a rank's phase
+        is `cold.r0`). Forked from one interpreter, two phases share its hash seed and
+        object addresses: a key that holds a per-process hash would hit between them."""
+        return self._lane - bool(getattr(self._here, "cold", False))
+
+    @lane.setter
+    def lane(self, value: int) -> None:
+        self._lane = value
 
     def phases(self) -> CheckResult:
         nodeid, n = self.item.nodeid, self.path.ranks
@@ -130,6 +143,7 @@ class RankedCheckRun(CheckRun):
     def _rank(self, plan: PhasePlan, r: int, root: CacheRoot, port: int, abort: Any
               ) -> Outcome:
         n = self.path.ranks
+        self._here.cold = plan.name == "cold"
         extra = self._extra(plan, r, abort)
         env = {**self.path.phase_env(plan), **rank_env(r, n, port)}
         rec, failure = self.run_phase(root, rank_phase(plan.name, r), extra=extra,
