@@ -7,7 +7,8 @@ written as test bodies: `DDP(torch.compile(net))` trained two steps passes with 
 rank's layers hit; a post-grad pass that folds the rank's scale (an input, rank + 1)
 into a constant, its uuid() blind to the rank, is a rank false hit naming the writer
 and the loader; keyed by the rank it passes; the 2-way tensor-parallel MLP misses FX and
-AOTAutograd on every rank, every logged key component equal, and the check says so.
+AOTAutograd on every rank, every logged key component equal, and the check says so. A
+rank that fails ends the others of its phase, each reported.
 """
 from __future__ import annotations
 
@@ -80,6 +81,13 @@ def test_rank_blind_pass():
 @pytest.mark.compile_cache(ranks=2)
 def test_rank_keyed_pass():
     assert scaled(keyed=True).shape == (4, 8)
+
+
+@pytest.mark.compile_cache(ranks=2)
+def test_one_rank_fails():
+    if dist.get_rank() == 1:
+        raise RuntimeError("rank 1 gives up before the collective")
+    dist.barrier()  # rank 0 waits for a rank that is gone
 
 
 @pytest.mark.compile_cache(ranks=2)
@@ -171,3 +179,16 @@ def test_the_tensor_parallel_mlp_misses_and_says_what_is_proven(
     assert all(r["outputs"]["warm_vs_cold"]["ok"] for r in c["ranks"])
     assert any("keys differ between ranks" in n and "none of its logged components" in n
                for n in c["notes"])
+
+
+def test_a_failing_rank_ends_the_others_and_each_is_reported(session: Dict[str, Any]) -> None:
+    c = session["checks"]["test_one_rank_fails"]
+    assert c["verdict"] == "error", c
+    error = c["error"]
+    assert error.startswith("cold phase failed (rank 1 of the cold phase failed; the others "
+                            "were ended with it):"), error
+    assert re.search(r"^rank 1: cold\.r1 phase .*rank 1 gives up before the collective",
+                     error, re.M), error
+    assert re.search(r"^rank 0: cold\.r0 phase ", error, re.M), error
+    # ended at once, not at the process group's timeout
+    assert c["timings"]["cold.r0_process_s"] < 120, c["timings"]

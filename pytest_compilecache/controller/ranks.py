@@ -16,11 +16,12 @@ import contextlib
 import re
 import socket
 import threading
+import traceback
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.controller.check import CheckRun
-from pytest_compilecache.isolation import CacheRoot
+from pytest_compilecache.isolation import CacheRoot, share_precompiled_headers
 from pytest_compilecache.judge import accepted
 from pytest_compilecache.judge.ranks import needs_private, rank_phase
 from pytest_compilecache.model import CheckResult, error_result
@@ -116,6 +117,8 @@ class RankedCheckRun(CheckRun):
         n, port = self.path.ranks, free_port()
         abort = self.roots[0].phases / f"{plan.name}.abort"
         outcomes: List[Outcome] = [(None, None)] * n
+        for where in {id(x): x for x in roots}.values():  # before the ranks race for it
+            share_precompiled_headers(where, self.environ, self.session.pch_dir())
         try:
             with self._leases(plan.name) as held:
                 self._held = held
@@ -142,12 +145,19 @@ class RankedCheckRun(CheckRun):
 
     def _rank(self, plan: PhasePlan, r: int, root: CacheRoot, port: int, abort: Any
               ) -> Outcome:
-        n = self.path.ranks
+        """One rank, in its thread: an exception here is this rank's error (the
+        others are ended), never a thread that dies while they wait for it."""
+        n, phase = self.path.ranks, rank_phase(plan.name, r)
         self._here.cold = plan.name == "cold"
-        extra = self._extra(plan, r, abort)
-        env = {**self.path.phase_env(plan), **rank_env(r, n, port)}
-        rec, failure = self.run_phase(root, rank_phase(plan.name, r), extra=extra,
-                                      env_extra=env)
+        try:
+            rec, failure = self.run_phase(root, phase, extra=self._extra(plan, r, abort),
+                                          env_extra={**self.path.phase_env(plan),
+                                                     **rank_env(r, n, port)})
+        except Exception:
+            rec, failure = None, error_result(
+                self.item.nodeid, phase, "could not be run: pytest-compilecache failed in the "
+                "controller (an error in the plugin, not in the model):\n"
+                + traceback.format_exc(), "", self.timings)
         if failure is not None or rec is None:
             with contextlib.suppress(FileExistsError, OSError):  # the first failure says
                 with open(abort, "x") as f:
