@@ -131,10 +131,10 @@ def test_ranks_are_read_from_the_marker_else_the_option() -> None:
 
 
 def test_each_rank_gets_torchruns_environment() -> None:
-    env = controller.rank_env(1, 2, 29500)
+    env = controller.rank_env(1, 2, 29500, threads=2)
     assert env == {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "RANK": "1",
                    "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-                   "GROUP_RANK": "0"}
+                   "GROUP_RANK": "0", "OMP_NUM_THREADS": "1"}
     notes = controller.fresh_notes([
         "the cold.r1 phase ran in a fresh interpreter, not forked from a preloaded one: x",
         "other", "the warm.r1 phase ran in a fresh interpreter, not forked: y"])

@@ -51,11 +51,13 @@ def check_run(session: Any, item: Any, path: WarmStartPath) -> CheckRun:
         else CheckRun(session, item, path)
 
 
-def rank_env(rank: int, world: int, port: int) -> Dict[str, str]:
-    """What torchrun sets for a rank of one node (env:// rendezvous)."""
+def rank_env(rank: int, world: int, port: int, threads: int) -> Dict[str, str]:
+    """What torchrun sets for a rank of one node (env:// rendezvous); the check's
+    threads shared by its ranks (torchrun gives each of several ranks 1)."""
     return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
             "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-            "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0"}
+            "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0",
+            "OMP_NUM_THREADS": str(max(1, threads // world))}
 
 
 def free_port() -> int:
@@ -147,12 +149,12 @@ class RankedCheckRun(CheckRun):
               ) -> Outcome:
         """One rank, in its thread: an exception here is this rank's error (the
         others are ended), never a thread that dies while they wait for it."""
-        n, phase = self.path.ranks, rank_phase(plan.name, r)
+        n, phase, threads = self.path.ranks, rank_phase(plan.name, r), self.settings.threads
         self._here.cold = plan.name == "cold"
         try:
             rec, failure = self.run_phase(root, phase, extra=self._extra(plan, r, abort),
                                           env_extra={**self.path.phase_env(plan),
-                                                     **rank_env(r, n, port)})
+                                                     **rank_env(r, n, port, threads)})
         except Exception:
             rec, failure = None, error_result(
                 self.item.nodeid, phase, "could not be run: pytest-compilecache failed in the "
