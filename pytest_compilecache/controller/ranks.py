@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.controller.check import CheckRun
-from pytest_compilecache.isolation import CacheRoot, share_precompiled_headers
+from pytest_compilecache.isolation import CacheRoot
 from pytest_compilecache.judge import accepted
 from pytest_compilecache.judge.ranks import needs_private, rank_phase
 from pytest_compilecache.model import CheckResult, error_result
@@ -76,6 +76,13 @@ class RankedCheckRun(CheckRun):
         self._here = threading.local()  # which phase this rank's thread runs
         super().__init__(*args)
         self._held: List[Any] = []  # the phase's leases, by rank
+        self._preparing = threading.Lock()  # one rank at a time writes into the root
+
+    def _spec_and_env(self, *args: Any) -> Any:
+        """A rank's spec and environment, one rank at a time: the ranks of a phase
+        share its root, and the precompiled-header link in it is made once."""
+        with self._preparing:
+            return super()._spec_and_env(*args)
 
     @property
     def lane(self) -> int:
@@ -119,8 +126,6 @@ class RankedCheckRun(CheckRun):
         n, port = self.path.ranks, free_port()
         abort = self.roots[0].phases / f"{plan.name}.abort"
         outcomes: List[Outcome] = [(None, None)] * n
-        for where in {id(x): x for x in roots}.values():  # before the ranks race for it
-            share_precompiled_headers(where, self.environ, self.session.pch_dir())
         try:
             with self._leases(plan.name) as held:
                 self._held = held
@@ -143,7 +148,7 @@ class RankedCheckRun(CheckRun):
         for r, (rec, _) in enumerate(outcomes):
             if rec is not None:
                 self.recs[rank_phase(plan.name, r)] = rec
-        return self._failed(plan.name, outcomes, abort)
+        return self._failed(plan.name, outcomes)
 
     def _rank(self, plan: PhasePlan, r: int, root: CacheRoot, port: int, abort: Any
               ) -> Outcome:
@@ -179,17 +184,18 @@ class RankedCheckRun(CheckRun):
                 phases / f"{rank_phase(plan.compare_with, r)}-outputs.pt")
         return extra
 
-    def _failed(self, phase: str, outcomes: List[Outcome], abort: Any) -> Optional[CheckResult]:
+    def _failed(self, phase: str, outcomes: List[Outcome]) -> Optional[CheckResult]:
         """The phase's error, each failed rank's own (the ranks the abort ended, said)."""
         failed = [(r, f or error_result(self.item.nodeid, rank_phase(phase, r), "left no record",
                                         "", self.timings))
                   for r, (rec, f) in enumerate(outcomes) if f is not None or rec is None]
         if not failed:
             return None
-        why = abort.read_text() if abort.exists() else ""
         text = "\n".join(f"rank {r}: {f.error}" for r, f in failed)
-        res = error_result(self.item.nodeid, phase, f"failed ({why or 'a rank failed'}; "
-                           f"the others were ended with it):\n{text}", "", self.timings)
+        who = " and ".join(str(r) for r, _ in failed)
+        res = error_result(self.item.nodeid, phase, f"failed on rank {who} of "
+                           f"{len(outcomes)} (the first rank to fail ends the others of "
+                           f"its phase):\n{text}", "", self.timings)
         res.via = self.path.via
         return res
 
