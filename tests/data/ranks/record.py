@@ -37,6 +37,8 @@ def cut(rec: Dict[str, Any]) -> Dict[str, Any]:
 def main(report: str) -> None:
     data = json.loads(Path(report).read_text())
     for check in data["checks"]:
+        if not check.get("ranks"):  # a phase that failed: no rank was judged
+            continue
         name = check["nodeid"].split("::")[-1]
         roots = [Path(check["cache_root"])] + [
             Path(p) for n in check["notes"] if n.startswith("the empty roots")
