@@ -46,3 +46,26 @@ def pytest_compilecache_warm_start_paths() -> List[Any]:  # type: ignore[empty-b
 
     .. versionadded:: 0.2
     """
+
+
+@pytest.hookspec
+def pytest_compilecache_scenarios() -> List[Any]:  # type: ignore[empty-body]
+    """Return scenario classes: each switches a warm-start path on for the session.
+
+    Each is a subclass of ``pytest_compilecache.scenarios.base.Scenario`` with a ``name``
+    (the path it runs: a built-in one or one ``pytest_compilecache_warm_start_paths``
+    returns) and a ``switch`` of its own, ``--compile-cache-<switch>``, registered when
+    the conftest loads; ``stands_in`` says whether its path runs alone or in the local
+    restart's place::
+
+        # conftest.py
+        from pytest_compilecache.scenarios.base import Scenario
+
+        class Nightly(Scenario):
+            name, switch, help = "nightly", "nightly", "the nightly restart"
+
+        def pytest_compilecache_scenarios():
+            return [Nightly]
+
+    .. versionadded:: 0.2
+    """

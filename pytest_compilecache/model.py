@@ -25,6 +25,11 @@ class LayerVerdict:
     accepted: Optional[str] = None
 
 
+# the timing a path's warm start is, where that is not its private warm run's `warm_s`
+# (the shared variants' turn over their one cache; None: no turn ran)
+WARM_START_KEY = "warm_start_s"
+
+
 @dataclass
 class CheckResult:
     nodeid: str
@@ -103,8 +108,8 @@ class CheckResult:
             drift=drift, layers={n: LayerVerdict(state=lv.state, accepted=lv.accepted,
                                                  reasons=lv.reasons[:2] if lv.accepted else [])
                                  for n, lv in self.layers.items()},
-            timings={k: self.timings[k] for k in ("cold_s", "warm_s", "cold_process_s")
-                     if k in self.timings},
+            timings={k: self.timings[k] for k in self.timings
+                     if k in ("cold_s", "warm_s", "cold_process_s", WARM_START_KEY)},
             dynamo=self.dynamo, outputs=self._eager_summary(),
             ranks=[{"rank": x.get("rank"), "verdict": x.get("verdict"),
                     "layers": {n: {"state": (s or {}).get("state")}

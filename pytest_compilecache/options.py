@@ -144,31 +144,11 @@ def _via_help() -> str:
 
 
 LAUNCHERS = ("preloaded", "fresh")
-# --compile-cache-warm-on-other-gpu's layouts: how the warm phase's GPU looks to it
-OTHER_GPU_LAYOUTS = ("index", "pinned")
-
-
-def parse_other_gpu(value: str) -> str:
-    """index (the option alone): both phases see both GPUs, warm uses the second
-    (cuda:1); pinned: each phase sees only its GPU, as cuda:0 (CUDA_VISIBLE_DEVICES set
-    per process, the fleet layout that lets GPUs share entries); off (the ini's false)."""
-    v = value.strip().lower()
-    v = {"true": "index", "1": "index", "yes": "index", "false": "", "0": "", "no": "",
-         "off": ""}.get(v, v)
-    if v and v not in OTHER_GPU_LAYOUTS:
-        raise argparse.ArgumentTypeError(
-            f"{value!r}: the layouts are index (both GPUs visible, warm on cuda:1) and pinned "
-            f"(each phase sees only its GPU, as cuda:0)")
-    return v
-
-
-def parse_ranks(value: str) -> int:
-    return _count(value, "number of ranks")
-
-
 def parse_rank_layout(value: str) -> str:
     """How each rank of a multi-rank check sees its GPU: the words of
     --compile-cache-warm-on-other-gpu's layouts."""
+    from pytest_compilecache.scenarios.other_gpu import OTHER_GPU_LAYOUTS
+
     v = value.strip().lower()
     if v not in OTHER_GPU_LAYOUTS:
         raise argparse.ArgumentTypeError(
@@ -256,20 +236,11 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "a private directory per session, shared by its xdist workers)"),
     ("lease-timeout", "string", "7200", parse_timeout,
      "seconds a phase may wait for a free device slot before it errors"),
-    ("warm-on-other-gpu", "string", None, parse_other_gpu,
-     "run the warm phase on another GPU than the cold one, as a restart that lands on any "
-     "device: index (the option alone: both phases see both GPUs, cold uses cuda:0, warm "
-     "cuda:1; torch's keys hold the index, so warm misses) or pinned (each phase sees only "
-     "its GPU as cuda:0, the fleet layout that shares entries). Where the warm run loads "
-     "entries built on the other GPU, a fresh compile on the warm GPU is its reference"),
-    ("ranks", "string", None, parse_ranks,
-     "run each check's phases as N ranks started together, as torchrun starts them (env "
-     "rendezvous; gloo on CPU, NCCL on CUDA with one GPU per rank), the process group "
-     "created around the test; a check's compile_cache(ranks=N) marker sets its own"),
     ("rank-layout", "string", None, parse_rank_layout,
-     "how the ranks of a multi-rank check see their GPUs: index (default: every rank sees "
-     "the ranks' GPUs and runs on cuda:<local rank>) or pinned (each rank sees only its "
-     "GPU, as cuda:0, through its own CUDA_VISIBLE_DEVICES)"),
+     "how the ranks of a multi-rank check (--compile-cache-ranks, compile_cache(ranks=N)) "
+     "see their GPUs: index (default: every rank sees the ranks' GPUs and runs on "
+     "cuda:<local rank>) or pinned (each rank sees only its GPU, as cuda:0, through its "
+     "own CUDA_VISIBLE_DEVICES)"),
     ("shard", "string", None, parse_shard,
      "run only slice I of N of the checks (I/N), for a CI matrix; merge the reports with "
      "`pytest-compilecache merge`"),
@@ -279,8 +250,7 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "(internal) JSON file listing the node ids a recording session runs"),
 )
 # what --help shows after "=" where the option's last word would not say it
-_METAVARS = {"jobs-per-gpu": "K", "warm-on-other-gpu": "index|pinned", "ranks": "N",
-             "rank-layout": "index|pinned",
+_METAVARS = {"jobs-per-gpu": "K", "rank-layout": "index|pinned",
              "launcher": "preloaded|fresh", "launcher-state": "DIR|none",
              "via": "PATHS",
              "job-id": "inherit|per-check|VALUE", "baseline": "REF",
@@ -290,11 +260,6 @@ _METAVARS = {"jobs-per-gpu": "K", "warm-on-other-gpu": "index|pinned", "ranks": 
              "warm-tolerance": "ATOL,RTOL", "eager-tolerance": "ATOL,RTOL"}
 _FLAGS = (
     ("keep", "keep every check's cache root (default: keep failing ones)"),
-    ("baseline-warm", "the deploy scenario: cold run at --compile-cache-baseline's REF (in a "
-                      "worktree, or REF's caches a session there kept with "
-                      "--compile-cache-store-caches), warm run here on REF's caches, every "
-                      "layer must hit, and its outputs must equal a fresh compile of this "
-                      "commit's"),
     ("store-caches", "keep each passing check's compile caches in the key manifest store, "
                      "under this commit and environment (the newest 3 commits): the deploy "
                      "scenario of a later commit (--compile-cache-baseline-warm) then warms "
@@ -303,23 +268,8 @@ _FLAGS = (
                      "untrusted source"),
     ("repeat", "run a second cold compile in a relocated cache root and working directory "
                "and fail on any cache-key difference (a nondeterministic key)"),
-    ("manifest-only", "record the key manifests from cold runs only: no warm run, no "
-                      "verdict; the recordings run side by side, one per device slot"),
-    ("keys-only", "record the key manifests from cold runs stopped once their keys are "
-                  "computed, before Inductor's code generation, kernel compiles and "
-                  "autotuning (the model then runs uncompiled): the keys of a full cold run "
-                  "in a fraction of its time; no warm run, no verdict; the recordings run "
-                  "side by side, one per device slot. Where torch cannot "
-                  "stop there, the check says so and compiles in full"),
-    ("share-variants", "also run the variants of each test function (its parametrized "
-                       "instances) over one cache they share, one after another, as a service "
-                       "serving them all from one cache dir; fail when a variant loads an "
-                       "entry another wrote and computes other numbers (a false hit)"),
 )
 
-
-# valued options that may be given bare, and what that means
-_BARE = {"warm-on-other-gpu": "index"}
 # Options with no ini twin: `select` is how a recording session is told its checks (no
 # user sets it), so it is also hidden from --help.
 NO_INI = ("select",)
@@ -330,7 +280,10 @@ CHECK_HELP = ("compile every compile_cache check twice, cold then warm, in fresh
 def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., Any]] = None,
                 prefix: str = "compile-cache-") -> None:
     """Register the options with any argparse-like `addoption` (pytest group or CLI), and
-    each one's ini twin `compile_cache_<name>` with `addini` (except NO_INI)."""
+    each one's ini twin `compile_cache_<name>` with `addini` (except NO_INI); the
+    scenarios' switches come from their modules (scenarios/)."""
+    from pytest_compilecache import scenarios
+
     addoption(f"--{prefix}check", action="store_true", dest="compile_cache_check",
               default=False, help=CHECK_HELP)
     for name, help_ in _FLAGS:
@@ -341,10 +294,9 @@ def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., An
         shown = argparse.SUPPRESS if name in NO_INI else (
             text + (f" (default: {default})" if default not in (None, "")
                     and "default" not in text else ""))
-        bare = {"nargs": "?", "const": _BARE[name]} if name in _BARE else {}
         addoption(f"--{prefix}{name}", dest="compile_cache_" + name.replace("-", "_"),
                   default=None, type=parser,
-                  metavar=_METAVARS.get(name, name.split("-")[-1].upper()), help=shown, **bare)
+                  metavar=_METAVARS.get(name, name.split("-")[-1].upper()), help=shown)
     if addini is not None:
         for name, help_ in (("check", CHECK_HELP), *_FLAGS):
             addini("compile_cache_" + name.replace("-", "_"), help=help_, type="bool",
@@ -354,9 +306,30 @@ def add_options(addoption: Callable[..., Any], addini: Optional[Callable[..., An
                 addini("compile_cache_" + name.replace("-", "_"),
                        help=help_() if callable(help_) else help_, type=kind,
                        default=default)
+    for scenario in scenarios.builtin().values():
+        add_switch(scenario, addoption, addini, prefix)
+
+
+def add_switch(scenario: Any, addoption: Callable[..., Any],
+               addini: Optional[Callable[..., Any]], prefix: str = "compile-cache-") -> None:
+    """A scenario's switch: a flag, or a value (bare: `scenario.bare`), and its ini twin."""
+    dest = "compile_cache_" + scenario.dest
+    if scenario.parse is None:
+        addoption(f"--{prefix}{scenario.switch}", action="store_true", dest=dest,
+                  default=False, help=scenario.help)
+    else:
+        bare = {"nargs": "?", "const": scenario.bare} if scenario.bare is not None else {}
+        addoption(f"--{prefix}{scenario.switch}", dest=dest, default=None,
+                  type=scenario.parse, metavar=scenario.metavar, help=scenario.help, **bare)
+    if addini is not None:
+        addini(dest, help=scenario.help, default=None if scenario.parse else False,
+               type="string" if scenario.parse else "bool")
 
 
 def core_dests() -> set:
     """The dests of pytest-compilecache's own options: a path's option may not take one."""
+    from pytest_compilecache import scenarios
+
     return {"compile_cache_check", *("compile_cache_" + n.replace("-", "_") for n, _ in _FLAGS),
-            *("compile_cache_" + v[0].replace("-", "_") for v in _VALUED)}
+            *("compile_cache_" + v[0].replace("-", "_") for v in _VALUED),
+            *("compile_cache_" + s.dest for s in scenarios.builtin().values())}

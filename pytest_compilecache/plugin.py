@@ -63,6 +63,7 @@ class PathOptions:
 
     @pytest.hookimpl
     def pytest_plugin_registered(self, plugin: Any) -> None:
+        self._add_switches(plugin)
         hook = getattr(plugin, "pytest_compilecache_warm_start_paths", None)
         if plugin is self or not callable(hook):
             return
@@ -77,6 +78,24 @@ class PathOptions:
                 if isinstance(option, PathOption):
                     self._add(option, f"{getattr(cls, '__module__', '?')}."
                                       f"{getattr(cls, '__qualname__', cls)}")
+
+    def _add_switches(self, plugin: Any) -> None:
+        """A conftest's scenarios' switches (the built-in ones are options.py's)."""
+        from pytest_compilecache.options import add_switch
+        from pytest_compilecache.scenarios import builtin, from_hook
+
+        hook = getattr(plugin, "pytest_compilecache_scenarios", None)
+        if plugin is self or not callable(hook):
+            return
+        reg = builtin()
+        known = set(reg)
+        try:
+            from_hook(hook(), reg, f"pytest_compilecache_scenarios in {plugin!r}")
+        except Exception as e:  # said when the session configures (`values`)
+            self.problems.append(f"{e} (its scenarios' switches are unknown)")
+            return
+        for name in set(reg) - known:
+            add_switch(reg[name], self.addoption, self.addini)
 
     def values(self, config: pytest.Config) -> Any:
         """(name, value) of each path option given, on the command line or in the ini."""
@@ -106,8 +125,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if spec_path:
         _register_phase_child(config, spec_path)
         return
+    from pytest_compilecache import scenarios
+
     try:
-        settings = Settings.from_config(config)
+        settings = Settings.from_config(config, scenarios.registry(config.pluginmanager))
     except (ValueError, argparse.ArgumentTypeError) as e:
         raise pytest.UsageError(str(e)) from None
     registrar = config.pluginmanager.get_plugin(_PATH_OPTIONS)

@@ -41,10 +41,7 @@ class Settings:
     allow_drift: Tuple[str, ...] = ()
     accept: Tuple[str, ...] = ()
     select: Optional[str] = None
-    baseline_warm: bool = False
     repeat: bool = False
-    manifest_only: bool = False
-    keys_only: bool = False
     store_caches: bool = False
     trend: int = 10  # commits of history the report shows (history/trend.py)
     trend_alert: float = 2.0
@@ -54,9 +51,6 @@ class Settings:
     lease_timeout: float = 7200.0
     shard: Optional[Tuple[int, int]] = None
     shard_times: Optional[str] = None
-    warm_on_other_gpu: str = ""  # "" (off), "index" or "pinned" (OTHER_GPU_LAYOUTS)
-    share_variants: bool = False
-    ranks: int = 1  # processes of a check's phases (its marker's ranks=N sets its own)
     rank_layout: str = "index"  # how a rank sees its GPU (OTHER_GPU_LAYOUTS)
     via: Tuple[str, ...] = ("local",)
     # the values of the options warm-start paths add (PathOption), by name
@@ -64,72 +58,98 @@ class Settings:
     launcher: str = "preloaded"
     launcher_state: Optional[str] = None  # None: the default dir; "none": nothing kept
 
+    # the scenarios switched on (scenarios/), by name, with their switch's value
+    scenarios: Tuple[Tuple[str, Any], ...] = ()
+
+    def scenario(self, name: str) -> Any:
+        """A scenario's value (True for a flag), None where it is off."""
+        return dict(self.scenarios).get(name)
+
+    # what the report's "settings", the history and the leases read, by their old names
+    baseline_warm = property(lambda self: bool(self.scenario("deploy")))
+    keys_only = property(lambda self: bool(self.scenario("keys")))
+    manifest_only = property(lambda self: bool(self.scenario("record")))
+    share_variants = property(lambda self: bool(self.scenario("shared")))
+    warm_on_other_gpu = property(lambda self: self.scenario("other_gpu") or "")
+    ranks = property(lambda self: int(self.scenario("ranks") or 1))
+
     def path_option(self, name: str) -> Any:
         """The value of a warm-start path's own option (None: not given)."""
         return dict(self.path_options).get(name)
 
     @classmethod
-    def from_config(cls, config: Any) -> "Settings":
-        values: dict = {}
-        for name, _, default, parser, _ in _VALUED:
-            dest = name.replace("-", "_")
-            v = config.getoption("compile_cache_" + dest)
-            if v is None and name not in NO_INI:
-                raw = config.getini("compile_cache_" + dest)
-                if raw not in (None, "", []):  # pytest < 8 reads an unset string ini as []
-                    try:
-                        v = parser(str(raw))
-                    except argparse.ArgumentTypeError as e:
-                        raise ValueError(f"ini option compile_cache_{dest}: {e}") from None
-            if v is not None:
-                values[dest] = v
-        if "threads" not in values:
-            values["threads"] = default_threads()
-        # paths are the invocation dir's, fixed now: a test module that chdirs at import
-        # must not move the cache roots, the report or the locks
-        here = str(getattr(getattr(config, "invocation_params", None), "dir", "") or os.getcwd())
-        for dest in ("root", "report", "lock_dir", "shard_times", "launcher_state"):
-            if values.get(dest) and values[dest].strip().lower() != "none":
-                values[dest] = os.path.normpath(os.path.join(here, os.path.expanduser(values[dest])))
+    def from_config(cls, config: Any, reg: Optional[Any] = None) -> "Settings":
+        """`reg`: the scenarios (default: the built-in ones) whose switches it reads."""
+        from pytest_compilecache import scenarios
+
+        reg = scenarios.builtin() if reg is None else reg
+        values = _valued(config)
         for name, _ in _FLAGS:
             dest = name.replace("-", "_")
             values[dest] = _flag(config, dest)
-        if values["baseline_warm"] and not values.get("baseline"):
-            raise ValueError("--compile-cache-baseline-warm needs --compile-cache-baseline=REF "
-                             "(the revision whose caches the warm run starts from)")
-        if values["share_variants"] and values.get("warm_on_other_gpu"):
-            raise ValueError("--compile-cache-share-variants and --compile-cache-warm-on-other-"
-                             "gpu each stand in for the local restart: run them in separate "
-                             "sessions")
-        # a session that only records keys (both flags: keys-only records them faster)
-        recording = ("--compile-cache-keys-only" if values["keys_only"] else
-                     "--compile-cache-manifest-only" if values["manifest_only"] else None)
-        if values["share_variants"] and (values["baseline_warm"] or recording):
-            raise ValueError("--compile-cache-share-variants needs the warm-start check; drop "
-                             + ("--compile-cache-baseline-warm (the deploy scenario compares "
-                                "commits: run it in a session of its own)"
-                                if values["baseline_warm"] else str(recording)))
-        if values["store_caches"]:
-            other = ("--compile-cache-baseline-warm (its caches are the baseline's)"
-                     if values["baseline_warm"] else recording)
-            if other:
-                raise ValueError(f"--compile-cache-store-caches keeps the caches of checks that "
-                                 f"pass a warm start of this commit; drop {other}")
-            if (values.get("store") or "").lower() == "none":
-                raise ValueError("--compile-cache-store-caches keeps the caches in the key "
-                                 "manifest store: --compile-cache-store=none leaves none")
-        if values["baseline_warm"] and recording:
-            raise ValueError(f"--compile-cache-baseline-warm needs a warm run; drop {recording}")
-        if values.get("via", ("local",)) != ("local",) and (values["baseline_warm"] or recording):
-            raise ValueError("--compile-cache-via checks warm starts of this commit; it goes "
-                             "with neither --compile-cache-baseline-warm nor "
-                             + (recording or "--compile-cache-manifest-only"))
-        if "local" not in values.get("via", ("local",)) and (values.get("baseline")
-                                                            or values["repeat"]):
-            raise ValueError("--compile-cache-baseline and --compile-cache-repeat compare the "
-                             "keys of the local restart's cold run: add local to "
-                             "--compile-cache-via")
-        return cls(check=_flag(config, "check"), **values)
+        on = _switched_on(config, reg)
+        problem = scenarios.usage_error(on, values, reg) or _usage_error(values)
+        if problem:
+            raise ValueError(problem)
+        return cls(check=_flag(config, "check"), scenarios=tuple(on.items()), **values)
+
+
+def _valued(config: Any) -> dict:
+    values: dict = {}
+    for name, _, default, parser, _ in _VALUED:
+        dest = name.replace("-", "_")
+        v = config.getoption("compile_cache_" + dest)
+        if v is None and name not in NO_INI:
+            v = _ini_value(config, dest, parser)
+        if v is not None:
+            values[dest] = v
+    if "threads" not in values:
+        values["threads"] = default_threads()
+    # paths are the invocation dir's, fixed now: a test module that chdirs at import
+    # must not move the cache roots, the report or the locks
+    here = str(getattr(getattr(config, "invocation_params", None), "dir", "") or os.getcwd())
+    for dest in ("root", "report", "lock_dir", "shard_times", "launcher_state"):
+        if values.get(dest) and values[dest].strip().lower() != "none":
+            values[dest] = os.path.normpath(os.path.join(here, os.path.expanduser(values[dest])))
+    return values
+
+
+def _ini_value(config: Any, dest: str, parser: Any) -> Any:
+    raw = config.getini("compile_cache_" + dest)
+    if raw in (None, "", []):  # pytest < 8 reads an unset string ini as []
+        return None
+    try:
+        return parser(str(raw))
+    except argparse.ArgumentTypeError as e:
+        raise ValueError(f"ini option compile_cache_{dest}: {e}") from None
+
+
+def _switched_on(config: Any, reg: Any) -> dict:
+    """The scenarios whose switch is given, on the command line or in the ini."""
+    on = {}
+    for name, scenario in reg.items():
+        if scenario.parse is None:
+            value: Any = _flag(config, scenario.dest)
+        else:
+            value = config.getoption("compile_cache_" + scenario.dest, None)
+            if value is None:
+                value = _ini_value(config, scenario.dest, scenario.parse)
+        if value:
+            on[name] = value
+    return on
+
+
+def _usage_error(values: dict) -> Optional[str]:
+    """The rules between settings that no scenario owns."""
+    if values["store_caches"] and (values.get("store") or "").lower() == "none":
+        return ("--compile-cache-store-caches keeps the caches in the key "
+                "manifest store: --compile-cache-store=none leaves none")
+    if "local" not in values.get("via", ("local",)) and (values.get("baseline")
+                                                        or values["repeat"]):
+        return ("--compile-cache-baseline and --compile-cache-repeat compare the "
+                "keys of the local restart's cold run: add local to "
+                "--compile-cache-via")
+    return None
 
 
 def default_threads() -> int:

@@ -549,7 +549,7 @@ def test_deploy_runs_the_cold_phase_in_the_baselines_worktree_then_a_fresh_refer
         harness: Harness, tmp_path: Path) -> None:
     rec = load_record("pass_mlp")
     base = _deploy_base(tmp_path, rec)
-    res = harness.check(rec, base=base, baseline_warm=True,
+    res = harness.check(rec, base=base, scenarios=(("deploy", True),),
                         replies={"fresh": _fresh(rec, rec["recs"]["warm"]["compare_cold"])})
     # reported as the local restart it stands for
     assert harness.path.name == "deploy" and res.via == "local"
@@ -580,7 +580,7 @@ def test_deploy_fails_a_warm_run_that_differs_from_the_fresh_compile(
         harness: Harness, tmp_path: Path) -> None:
     rec = load_record("pass_mlp")
     stale = load_record("stale_entry")["recs"]["warm"]["compare_cold"]
-    res = harness.check(rec, base=_deploy_base(tmp_path, rec), baseline_warm=True,
+    res = harness.check(rec, base=_deploy_base(tmp_path, rec), scenarios=(("deploy", True),),
                         replies={"fresh": _fresh(rec, stale)})
     assert res.verdict == "fail" and len(res.problems) == 1
     assert res.problems[0].startswith(
@@ -592,7 +592,7 @@ def test_deploy_fails_a_warm_run_that_differs_from_the_fresh_compile(
 
 def test_deploy_without_a_fresh_comparison_fails(harness: Harness, tmp_path: Path) -> None:
     rec = load_record("pass_mlp")
-    res = harness.check(rec, base=_deploy_base(tmp_path, rec), baseline_warm=True)
+    res = harness.check(rec, base=_deploy_base(tmp_path, rec), scenarios=(("deploy", True),))
     assert res.verdict == "fail"
     assert res.problems == ["outputs: the fresh compile of this commit's code made no "
                             "comparison with the warm run"]
@@ -602,7 +602,7 @@ def test_deploy_of_a_check_the_baseline_lacks_runs_nothing(harness: Harness,
                                                            tmp_path: Path) -> None:
     rec = load_record("pass_mlp")
     base = _baseline(tmp_path, rec)  # its worktree has no such test file
-    res = harness.check(rec, base=base, baseline_warm=True)
+    res = harness.check(rec, base=base, scenarios=(("deploy", True),))
     assert res.verdict == "error" and harness.launcher.launched == []
     assert res.error == (f"cold phase does not exist at the baseline {base.label}: nothing to "
                          f"deploy from")
@@ -617,7 +617,7 @@ def test_deploy_from_a_baseline_that_cannot_be_checked_out_is_an_error(
         raise RuntimeError("git worktree add failed: no such revision v1")
 
     base.tree = tree  # type: ignore[method-assign]
-    res = harness.check(rec, base=base, baseline_warm=True)
+    res = harness.check(rec, base=base, scenarios=(("deploy", True),))
     assert (res.verdict, res.error) == ("error", "cold phase could not check out the baseline: "
                                                  "git worktree add failed: no such revision v1")
     assert harness.launcher.launched == []

@@ -17,7 +17,9 @@ from pytest_compilecache.case import marker_problem
 from pytest_compilecache.controller import ranks as controller
 from pytest_compilecache.judge import ranks
 from pytest_compilecache.model import CheckResult
-from pytest_compilecache.options import parse_rank_layout, parse_ranks
+from pytest_compilecache.options import parse_rank_layout
+from pytest_compilecache.paths.ranks import RankedRestart
+from pytest_compilecache.scenarios.ranks import Ranks, parse_ranks
 from pytest_compilecache.render import lines
 from pytest_compilecache.wire import PhaseRecord
 
@@ -120,12 +122,21 @@ def test_ranks_are_read_from_the_marker_else_the_option() -> None:
     assert controller.ranks_of(item(ranks=2), SimpleNamespace(ranks=1)) == 2
     assert controller.ranks_of(item(), SimpleNamespace(ranks=4)) == 4
     local = [SimpleNamespace(via="local")]
-    assert controller.paths_for(item(), local, SimpleNamespace(ranks=1)) is local
+    assert controller.paths_for(item(), local, SimpleNamespace(ranks=1)) == local
     [path] = controller.paths_for(item(ranks=2), local, SimpleNamespace(ranks=1))
     assert path.via == "ranks" and path.ranks == 2
+    # the session's --compile-cache-ranks (the `ranks` scenario) and a check's ranks=1
+    session = [RankedRestart.from_settings(SimpleNamespace(ranks=3))]
+    assert controller.paths_for(item(), session, SimpleNamespace(ranks=3)) == session
+    [path] = controller.paths_for(item(ranks=1), session, SimpleNamespace(ranks=3))
+    assert path.via == "local"
+    assert "run them in separate sessions" in (
+        Ranks().usage_error({"ranks": 2, "shared": True}, {}) or "")
     assert marker_problem((), {"ranks": 2}) is None
     assert "ranks=0" in (marker_problem((), {"ranks": 0}) or "")
     assert parse_ranks("2") == 2 and parse_rank_layout("pinned") == "pinned"
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_ranks("0")
     with pytest.raises(argparse.ArgumentTypeError):
         parse_rank_layout("cuda")
 

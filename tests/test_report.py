@@ -107,3 +107,18 @@ def test_a_recording_s_seconds_are_not_under_cold_s() -> None:
         nodeid="t.py::test_b", verdict="recorded", timings={"cold_process_s": 1.0})])
     assert any(x.startswith("recorded: the keys of 2 check(s) in 4.3 s of phase processes")
                for x in lines), lines
+
+
+def test_the_shared_column_shows_the_turn_over_the_shared_cache_not_the_private_warm_run() -> None:
+    # issue 52: the share-variants "warm start by path" table's `shared` column showed
+    # the private warm runs' seconds, the local column's figure again
+    local = CheckResult(nodeid="t.py::test_f[a]", verdict="pass", via="local",
+                        timings={"warm_s": 2.0})
+    turned = CheckResult(nodeid="t.py::test_f[a]", verdict="pass", via="shared",
+                         timings={"warm_s": 2.0, "shared_s": 7.5, "warm_start_s": 7.5})
+    alone = CheckResult(nodeid="t.py::test_g", verdict="pass", via="shared",
+                        timings={"warm_s": 3.0, "warm_start_s": None})
+    head, rows = tx.warm_start_by_path([local, turned.summary_row(), alone])
+    assert head == ["check", "local", "shared"]
+    assert rows[0] == ["t.py::test_f[a]", "2.0", "7.5"], rows
+    assert rows[1] == ["t.py::test_g", "-", "-"], rows  # no other variant: no turn

@@ -71,11 +71,11 @@ def test_an_ini_true_is_the_index_layout(pytester: pytest.Pytester) -> None:
 
 @pytest.mark.parametrize("kw, expected", [
     ({}, ["local"]),
-    ({"share_variants": True}, ["shared"]),
-    ({"share_variants": True, "via": ("mega", "local")}, ["shared", "mega"]),
-    ({"share_variants": True, "via": ("aot",)}, ["shared", "aot"]),
-    ({"warm_on_other_gpu": "pinned"}, ["other_gpu"]),
-    ({"warm_on_other_gpu": "index", "via": ("local", "remote")}, ["other_gpu", "remote"]),
+    ({"scenarios": (("shared", True),)}, ["shared"]),
+    ({"scenarios": (("shared", True),), "via": ("mega", "local")}, ["shared", "mega"]),
+    ({"scenarios": (("shared", True),), "via": ("aot",)}, ["shared", "aot"]),
+    ({"scenarios": (("other_gpu", "pinned"),)}, ["other_gpu"]),
+    ({"scenarios": (("other_gpu", "index"),), "via": ("local", "remote")}, ["other_gpu", "remote"]),
 ])
 def test_a_scenario_stands_in_for_the_local_restart(kw: Dict[str, Any], expected: Any) -> None:
     chosen = paths.for_settings(Settings(**kw), paths.builtin())

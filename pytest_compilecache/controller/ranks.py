@@ -26,6 +26,7 @@ from pytest_compilecache.judge import accepted
 from pytest_compilecache.judge.ranks import needs_private, rank_phase
 from pytest_compilecache.model import CheckResult, error_result
 from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
+from pytest_compilecache.paths.local import LocalRestart
 from pytest_compilecache.paths.ranks import RankedRestart
 from pytest_compilecache.wire import PhaseRecord, PhaseSpec
 
@@ -41,9 +42,14 @@ def ranks_of(item: Any, settings: Any) -> int:
 
 
 def paths_for(item: Any, chosen: List[WarmStartPath], settings: Any) -> List[WarmStartPath]:
-    """The paths a check takes: a multi-rank check takes the ranks' restart alone."""
+    """The paths a check takes: a multi-rank check the ranks' restart alone (the
+    `ranks` scenario, per check from its marker); a check marked ranks=1 in a session
+    of ranks, the local restart."""
     n = ranks_of(item, settings)
-    return chosen if n <= 1 else [RankedRestart(n)]
+    if n > 1:
+        return [p for p in chosen if isinstance(p, RankedRestart) and p.ranks == n] \
+            or [RankedRestart(n)]
+    return [p for p in chosen if not isinstance(p, RankedRestart)] or [LocalRestart()]
 
 
 def check_run(session: Any, item: Any, path: WarmStartPath) -> CheckRun:

@@ -176,7 +176,10 @@ class CompileCacheSession:
 
     @functools.cached_property
     def warm_start_paths(self) -> List[WarmStartPath]:
-        return paths.for_settings(self.settings, paths.registry(self.config.pluginmanager))
+        from pytest_compilecache import scenarios
+
+        pm = self.config.pluginmanager
+        return paths.for_settings(self.settings, paths.registry(pm), scenarios.registry(pm))
 
     def _add(self, result: CheckResult) -> None:
         """Spool a check's result (its row stays here); an xdist worker hands it to the

@@ -8,7 +8,6 @@ phase child alike.
 """
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Type
 
 if TYPE_CHECKING:
@@ -57,16 +56,10 @@ def __getattr__(name: str) -> Any:
 
 def builtin() -> Registry:
     """The paths this package brings, by name (pure Python: no torch is imported)."""
+    from pytest_compilecache.builtins import subclasses_in
     from pytest_compilecache.paths.base import WarmStartPath
 
-    reg: Registry = {}
-    for module in BUILTIN:
-        mod = importlib.import_module(f"pytest_compilecache.paths.{module}")
-        for cls in vars(mod).values():
-            if isinstance(cls, type) and issubclass(cls, WarmStartPath) and cls.name \
-                    and cls.__module__ == mod.__name__:
-                reg[cls.name] = cls
-    return reg
+    return subclasses_in(__name__, BUILTIN, WarmStartPath)
 
 
 def registry(pluginmanager: Optional[Any] = None) -> Registry:
@@ -110,25 +103,17 @@ def unknown_via(vias: Any, reg: Registry) -> Optional[str]:
             f"{', '.join(selectable(reg))} (comma-separated)")
 
 
-def for_settings(settings: Any, reg: Registry) -> List["WarmStartPath"]:
-    """The paths the options ask for: recording, the deploy scenario, or each
-    warm-start path of --compile-cache-via (default: the local restart alone); with
-    --compile-cache-share-variants the local restart takes its turn over the cache the
-    variants share too (the `shared` path stands in for it), with
-    --compile-cache-warm-on-other-gpu its warm run lands on another GPU (`other_gpu`)."""
-    if getattr(settings, "keys_only", False):
-        return [reg["keys"].from_settings(settings)]
-    if settings.manifest_only:
-        return [reg["record"].from_settings(settings)]
-    if settings.baseline_warm:
-        return [reg["deploy"].from_settings(settings)]
-    vias = list(settings.via)
-    # a scenario that stands in for the local restart (its phases, and more)
-    instead = "shared" if getattr(settings, "share_variants", False) else \
-        "other_gpu" if getattr(settings, "warm_on_other_gpu", "") else None
-    if instead:
-        vias = [instead] + [v for v in vias if v != "local"]
-    return [reg[v].from_settings(settings) for v in vias]
+def for_settings(settings: Any, reg: Registry,
+                 scenario_reg: Optional[Any] = None) -> List["WarmStartPath"]:
+    """The paths the settings ask for: a scenario's that stands alone (recording, the
+    deploy scenario), else each warm-start path of --compile-cache-via (default: the
+    local restart alone), a scenario's path in the local restart's place
+    (scenarios.path_names)."""
+    from pytest_compilecache import scenarios
+
+    on = dict(settings.scenarios)
+    names = scenarios.path_names(on, settings.via, scenario_reg or scenarios.builtin())
+    return [reg[name].from_settings(settings) for name in names]
 
 
 def via_help() -> str:

@@ -8,7 +8,7 @@ compile gives, the reference a warm rank that loaded another rank's entry is hel
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from pytest_compilecache.judge.ranks import judge_ranks
 from pytest_compilecache.model import CheckResult
@@ -31,6 +31,10 @@ class RankedRestart(LocalRestart):
 
     def __init__(self, ranks: int = 2) -> None:
         self.ranks = ranks
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "RankedRestart":
+        return cls(int(getattr(settings, "ranks", 2) or 2))
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from pytest_compilecache.judge.false_hits import judge_shared
-from pytest_compilecache.model import CheckResult
+from pytest_compilecache.model import WARM_START_KEY, CheckResult
 from pytest_compilecache.wire import phase_records
 from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots
 from pytest_compilecache.paths.local import LocalRestart
@@ -33,6 +33,8 @@ class SharedVariants(LocalRestart):
         res = super().judge(nodeid, {p: phases[p] for p in ("cold", "warm") if p in phases},
                             snaps, timings, triton_dir)
         res.via = self.via
+        # its column in the warm start by path is the turn's (None: no turn ran)
+        res.timings[WARM_START_KEY] = timings.get("shared_s") if "shared" in phases else None
         if "shared" in phases:
             judge_shared(res, phases["shared"])
         elif "warm" in phases:

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from pytest_compilecache import layers
 from pytest_compilecache.history.manifest import changed_components, drift_lines
 from pytest_compilecache.judge import recompiles
-from pytest_compilecache.model import CheckResult
+from pytest_compilecache.model import WARM_START_KEY, CheckResult
 from pytest_compilecache.render.ranks import rank_cells, rank_lines
 
 
@@ -334,7 +334,9 @@ def warm_start_seconds(r: CheckResult) -> str:
     """One cell of the per-path table: the warm run's seconds, or why there are none."""
     if r.verdict in ("n/a", "error", "not run"):
         return r.verdict
-    w = r.timings.get("warm_s")
+    # a path whose warm start is another phase than the private warm run names it
+    # (the shared variants' turn over their one cache: paths/shared.py)
+    w = r.timings.get(WARM_START_KEY, r.timings.get("warm_s"))
     return ("-" if w is None else f"{w:.1f}") + (" (fail)" if r.verdict == "fail" else "")
 
 
