@@ -1,4 +1,5 @@
-"""`pytest-compilecache show | diff | merge | bisect` (also `python -m pytest_compilecache`).
+"""`pytest-compilecache show | diff | accept | merge | bisect | trend | clean` (also
+`python -m pytest_compilecache`).
 
 show and diff read JSON only (reports or manifests) and never import torch; bisect
 records manifests by running the selected checks' cold phase at each commit it tests.
@@ -6,11 +7,13 @@ records manifests by running the selected checks' cold phase at each commit it t
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from pytest_compilecache import cliaccept
 from pytest_compilecache.clifiles import CliError, as_manifest, files, load, only
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.history.bisect import Unrecordable
@@ -92,7 +95,9 @@ def cmd_trend(args: argparse.Namespace) -> int:
     for env in envs:
         history_ = trend.commits(store.recent(env, 4 * args.commits + 20), last=args.commits)
         print(f"environment {env}:")
-        print("\n".join(trend.table_lines(trend.to_json(history_, args.alert))))
+        count = functools.partial(history.count_between, root.parent)
+        print("\n".join(trend.table_lines(trend.to_json(
+            history_, args.alert, count, trend.store_explain(store)))))
     return EXIT_OK
 
 
@@ -259,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--check", action="append", metavar="NODEID", help="only this check")
     _store_options(d)
     d.set_defaults(func=cmd_diff)
+    cliaccept.add_parser(sub, REV_HELP)
     m = sub.add_parser("merge", help="merge the reports of several machines (shards) into one")
     m.add_argument("reports", nargs="+", metavar="REPORT")
     m.add_argument("-o", "--output", required=True, metavar="REPORT")

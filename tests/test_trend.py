@@ -121,7 +121,7 @@ def test_keys_that_changed_and_a_warm_share_past_the_alert_are_flagged() -> None
         _point(20, 2.0), _point(20, 2.5), _point(20, 2.6, keys="k2"), _point(20, 5.3, keys="k2"),
         _point(20, 5.0, keys="k2", fx_graph="bypass")])]
     got = [(f.commit, f.what) for f in trend.flags(history, alert=2.0)]
-    assert got == [("s2", "cache keys changed"),
+    assert got == [("s2", "keys changed since s1 (`pytest-compilecache bisect s1 s2`)"),
                    ("s3", "warm/cold 0.13 -> 0.27 (2.0x, alert at 2x)"),
                    ("s4", "fx_graph: hit -> bypass")]
     # 2.5x is no alert at 3x; a check that is new at a commit is compared with nothing
@@ -162,10 +162,12 @@ def test_two_hundred_checks_over_ten_commits_stay_under_the_summary_limit(
     assert f"… {len(t['flags']) - 60} more in the JSON report" in text
 
 
-def test_a_recording_is_no_point_and_keeps_the_run_it_replaces(tmp_path: Path) -> None:
-    """A baseline, bisect or keys-only recording writes entries with no run: they are no
-    point of the trend (a miss after one is still flagged), and a recording of a commit
-    already checked keeps its run."""
+def test_a_recording_is_a_point_for_keys_alone_and_keeps_the_run_it_replaces(
+        tmp_path: Path) -> None:
+    """A baseline, bisect or keys-only recording of a clean commit writes entries with no
+    run: a point for key changes, not for times or layers (a miss after one is still
+    flagged against the run before it), and a recording of a commit already checked
+    keeps its run."""
     store = ManifestStore(tmp_path)
     env = {"torch": "2.13.0"}
     node = "t.py::test_a"
@@ -178,6 +180,38 @@ def test_a_recording_is_no_point_and_keeps_the_run_it_replaces(tmp_path: Path) -
     store.merge(_commit(1), env, {node: {"verdict": "recorded", "graphs": graphs}})
     [env_id] = store.environments_of(_commit(3)["sha"])
     history = trend.commits(store.recent(env_id, 10))
-    assert [c.short for c in history] == [_commit(1)["short"], _commit(3)["short"]]
-    assert {(f.commit, f.what) for f in trend.flags(history)} >= {
-        (_commit(3)["short"], "fx_graph: hit -> miss")}
+    assert [c.short for c in history] == [_commit(i)["short"] for i in (1, 2, 3)]
+    assert history[0].points[node].timed and not history[1].points[node].timed
+    assert {(f.commit, f.what) for f in trend.flags(history)} == {
+        (_commit(3)["short"], "fx_graph: hit -> miss"),
+        (_commit(3)["short"], "warm/cold 0.10 -> 0.45 (4.5x, alert at 2x)")}
+    rows = trend.to_json(history)["commits"]
+    assert [(r["checks"], r["keys_only"]) for r in rows] == [(1, 0), (0, 1), (1, 0)]
+    assert any(line.startswith(f"{_commit(2)['short']}    keys         -")
+               for line in trend.table_lines(trend.to_json(history))), rows
+
+
+def test_keys_changed_are_flagged_at_the_recording_that_changed_them_with_range_and_names(
+        tmp_path: Path) -> None:
+    """Full runs at commits 1 and 4, keys-only recordings at 2 and 3, the keys changed at
+    3 (a config flip): the flag lands on 3, since 2, with the components from the store."""
+    store = ManifestStore(tmp_path)
+    env = {"torch": "2.13.0"}
+    node = "t.py::test_a"
+
+    def graphs(flag: str) -> Dict[str, Any]:
+        comps = [["inductor_config[fallback_random]", flag, flag], ["gm", "g1", "y = x"]]
+        return {"fx_graph:0/0": {"layer": "fx_graph", "key": f"k{flag}", "components": comps}}
+
+    run = trend.run_entry(20, 2, {"fx_graph": "hit"})
+    for i, flag, ran in ((1, "F", True), (2, "F", False), (3, "T", False), (4, "T", True)):
+        entry = {"verdict": "pass" if ran else "recorded", "graphs": graphs(flag),
+                 **({"run": run} if ran else {})}
+        store.merge(_commit(i), env, {node: entry})
+    [env_id] = store.environments_of(_commit(4)["sha"])
+    history = trend.commits(store.recent(env_id, 10))
+    got = trend.flags(history, count=lambda a, b: 1, explain=trend.store_explain(store))
+    s2, s3 = _commit(2)["short"], _commit(3)["short"]
+    assert [(f.commit, f.what) for f in got] == [(s3, (
+        f"keys changed since {s2} (1 commit(s); `pytest-compilecache bisect {s2} {s3}`): "
+        f"inductor_config[fallback_random]"))]

@@ -22,8 +22,7 @@ from pytest_compilecache.controller.lease import phase_lease
 from pytest_compilecache.controller.limits import PhaseLimit
 from pytest_compilecache.controller.outcome import blame_full_disk, phase_outcome
 from pytest_compilecache.controller.repeat import repeat_cold
-from pytest_compilecache.history import manifest as mf
-from pytest_compilecache.history import trend
+from pytest_compilecache.history import manifest as mf, trend
 from pytest_compilecache.isolation import (CacheRoot, phase_env, private_settings,
                                            resolve_job_id, share_precompiled_headers)
 from pytest_compilecache.judge import accepted, confinement
@@ -62,6 +61,7 @@ class CheckRun:
     """One check, one path. `run()` always returns a result: an exception on this side
     is an `error` naming the controller (or the machine, for a refused write), never a
     check missing from the report."""
+    lease = phase_lease  # a phase's device slot, held while it runs (ranks hold theirs)
 
     def __init__(self, session: Shared, item: CheckItem,
                  path: WarmStartPath) -> None:
@@ -111,8 +111,7 @@ class CheckRun:
 
     def interrupted(self) -> CheckResult:
         """The check an interrupt (Ctrl-C, SIGTERM) stopped: `not run`, saying which
-        phases had finished and which one was stopped. A bare `not run` read as if
-        nothing had run, though a cold phase of minutes had."""
+        phases had finished and which one was stopped (not as if nothing had run)."""
         from pytest_compilecache import lifetime
 
         by = lifetime.received or "KeyboardInterrupt"
@@ -206,6 +205,8 @@ class CheckRun:
         result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
         # an accepted cost first: a full disk blamed only for what is still a problem
         accepted.apply(result, self._accepted())
+        if self.path.accepts_drift:  # the misses a drift accepted in the repo explains
+            self.session.history.accept_deploy_misses(self.item.nodeid, result)
         blame_full_disk(result, self.recs, self.logs)
         self.session.timeline.mark("judged")
         return result
@@ -281,7 +282,7 @@ class CheckRun:
         if s.store_caches and self.path.storable and self.path.via == "local" \
                 and result.verdict == "pass" and cold:
             stored.keep(self, cold, result)
-        if result.verdict in OK_VERDICTS and not s.keep:
+        if not s.keep and (result.verdict in OK_VERDICTS or self._nothing_kept(result)):
             for r in self.roots:
                 r.remove()
             self.session.timeline.mark("roots removed")
@@ -294,6 +295,10 @@ class CheckRun:
                 result.notes.append(f"the cache the variants share is kept at "
                                     f"{self.shared_root} (its ledger: phases/written.json)")
         return result
+
+    def _nothing_kept(self, result: CheckResult) -> bool:
+        """A failure whose roots hold only what the report says (a recording's drift)."""
+        return result.verdict == "fail" and not self.path.keeps_failed_roots
 
     def _accepted(self) -> Dict[str, accepted.Accepted]:
         """The layers whose miss this check accepts: its marker's, the session's."""
@@ -359,10 +364,6 @@ class CheckRun:
         self._note_launch(phase, launched)
         return phase_outcome(nodeid, phase, root, Path(spec["out"]), launched, self.timings,
                              limit, self.notes)
-
-    def lease(self, phase: str, env: Dict[str, str], spec: PhaseSpec, spec_path: Path) -> Any:
-        """The phase's device slot (controller/lease.py), held while it runs."""
-        return phase_lease(self, phase, env, spec, spec_path)
 
     def _spec_and_env(self, root: CacheRoot, phase: str, spec_path: Path,
                       extra: Optional[PhaseSpec], env_extra: Optional[Dict[str, str]]

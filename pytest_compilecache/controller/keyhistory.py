@@ -7,10 +7,11 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 import pytest
 
+from pytest_compilecache.history import accepted_drift as ad
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import DEFAULT_TIMEOUT_S
@@ -25,6 +26,8 @@ class KeyHistory:
         self.check_ids: List[str] = []  # this session's checks (the baseline records them)
         self._commit: Optional[Dict[str, Any]] = None
         self._baseline: Any = None  # baseline.Baseline, built on first use
+        self.compared: Dict[str, Dict[str, Any]] = {}  # node id -> its drift comparison
+        self._accepted: Optional[Dict[str, Dict[str, Any]]] = None  # the file's entries
 
     @functools.cached_property
     def store_path(self) -> Optional[Path]:
@@ -66,6 +69,44 @@ class KeyHistory:
         if self.settings.store_caches:
             off.append("no compile caches kept in the store")
         return "work tree dirty" + (f" ({said})" if said else "") + ": " + "; ".join(off)
+
+    def summary_line(self, results: Sequence[CheckResult] = ()) -> Optional[str]:
+        """The lines under the summary: a dirty tree, the stale entries of the accepted
+        drift file (a deploy compares no keys: it says none). `results`: the checks'
+        drift as the controller has it (under xdist, the workers compared them)."""
+        said = [x for x in (self.dirty_line(),) if x]
+        if self.settings.baseline and not self.settings.baseline_warm:
+            compared = {r.nodeid: r.drift for r in results if r.drift.get("status")}
+            try:
+                said += ad.stale_lines(self.accepted_entries(), {**compared, **self.compared},
+                                       self.settings.baseline)
+            except ad.AcceptedFileError as e:
+                said.append(str(e))
+        return "\n".join(said) or None
+
+    @functools.cached_property
+    def accepted_path(self) -> Path:
+        from pytest_compilecache.history import git as history
+
+        return (history.repo_root(self.config.rootpath) or self.config.rootpath) / ad.FILE
+
+    def accepted_entries(self) -> Dict[str, Dict[str, Any]]:
+        """The drift accepted in the repository (history/accepted_drift.py), read once."""
+        if self._accepted is None:
+            self._accepted = ad.load(self.accepted_path)
+        return self._accepted
+
+    def accept_deploy_misses(self, nodeid: str, result: CheckResult) -> None:
+        """The deploy's misses the accepted drift explains are accepted (judge/accepted)."""
+        from pytest_compilecache import layers
+        from pytest_compilecache.judge import accepted
+
+        try:
+            entry = self.accepted_entries().get(nodeid)
+        except ad.AcceptedFileError as e:
+            result.problems.append(str(e))
+            entry = None
+        accepted.apply_drift(result, entry, self.settings.baseline or "REF", layers.KEYED)
 
     def store_entry(self, nodeid: str, cold: Dict[str, Any], entry: Dict[str, Any],
                     result: CheckResult) -> None:
@@ -137,6 +178,8 @@ class KeyHistory:
                         "the drift is confirmed" if cmp["status"] == "drifted" else
                         f"{cmp['status']}, the keys-only recording's difference was not drift")
                 result.notes.append(said)
+            self.compared[nodeid] = cmp
+            ad.accept(cmp, self.accepted_entries().get(nodeid))
         except Exception as e:
             result.problems.append(f"baseline {self.settings.baseline}: {e}")
             return
@@ -147,12 +190,14 @@ class KeyHistory:
                                 f"there or its recording failed" + (f" (log: {logs})" if logs else ""))
         elif cmp["status"] == "drifted":
             changed = mf.changed_components(cmp, include_accepted=False)
-            named = [c for c in changed if c not in ("graph added", "graph removed",
-                                                       "key changed")]
-            accept = (f"; if the change is meant, accept it with "
-                      f"--compile-cache-allow-drift='{','.join(named)}'" if named else "")
-            result.problems.append(f"cache keys drifted against {base.label}: "
-                                   + ", ".join(changed[:8]) + accept)
+            result.problems.append(
+                f"cache keys drifted against {base.label}: " + ", ".join(changed[:8])
+                + f"; if the change is meant, accept it in the repository: "
+                f"`{ad.command(self.settings.baseline or 'REF')}` (writes {ad.FILE}: commit it "
+                f"with the change)")
+        elif cmp.get("accepted_by"):
+            result.notes.append(f"the key change is accepted by {ad.FILE} ("
+                                + ", ".join(mf.changed_components(cmp)[:6]) + ")")
 
     def saved_caches(self, nodeid: str, notes: List[str]) -> Any:
         """The caches a session at the baseline kept in the store for this check
@@ -222,9 +267,14 @@ class KeyHistory:
         for env_id in store.environments_of(str(commit.get("sha") or "")):
             # read more than shown: a manifest's file time is its last write, not its commit's
             history = trend.commits(store.recent(env_id, 4 * n + 20), last=n)
-            out.append({"environment": env_id,
-                        **trend.to_json(history, self.settings.trend_alert)})
+            out.append({"environment": env_id, **trend.to_json(
+                history, self.settings.trend_alert, self._count, trend.store_explain(store))})
         return out
+
+    def _count(self, older: str, newer: str) -> Optional[int]:
+        from pytest_compilecache.history import git as history
+
+        return history.count_between(self.config.rootpath, older, newer)
 
     def describe_baseline(self) -> Optional[Dict[str, Any]]:
         return self._baseline.describe() if self._baseline is not None else None

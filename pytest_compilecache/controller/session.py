@@ -400,4 +400,4 @@ class CompileCacheSession:
                 root=self.settings.root, report=self.report_path,
                 report_problem=self.report_problem,
                 report_said=[x for x in (self.report_aside,) if x] + self.report_said,
-                dirty=self.history.dirty_line)
+                dirty=lambda: self.history.summary_line(self.results))

@@ -130,6 +130,14 @@ def commits_between(path: Path, good: str, bad: str) -> List[Dict[str, Any]]:
     return [resolve(path, s) for s in shas]
 
 
+def count_between(path: Path, older: str, newer: str) -> Optional[int]:
+    """How many commits after `older` up to `newer` (None: not known here)."""
+    try:
+        return int(_repo(path).git.rev_list("--count", f"{older}..{newer}"))
+    except Exception:  # a pruned or shallow history: the range is still named
+        return None
+
+
 @contextlib.contextmanager
 def worktree(path: Path, sha: str) -> Iterator[Path]:
     """A detached temporary worktree of `sha`, removed afterwards."""

@@ -13,7 +13,7 @@ Pure: no torch, no pytest.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from pytest_compilecache.layers import unknown_layers
 from pytest_compilecache.model import CheckResult
@@ -72,3 +72,26 @@ def apply(res: CheckResult, accepted: Mapping[str, Accepted]) -> None:
         lv.state, lv.accepted = "accepted", str(by)
         res.problems = [p for p in res.problems if not p.startswith(f"{name}: ")]
     res.finalize()
+
+
+def apply_drift(res: CheckResult, entry: Optional[Dict[str, Any]], ref: str,
+                keyed: Sequence[str]) -> None:
+    """The deploy: the misses a drift accepted in the repository explains become
+    `accepted` (history/accepted_drift.py); other misses, outputs and a stale entry's
+    numbers still fail. A keyed miss nothing explains names the command that accepts it."""
+    from pytest_compilecache.history import accepted_drift as ad
+
+    missed = [n for n, lv in res.layers.items() if lv.state == "miss"]
+    explained = ad.explained_layers(entry, res.graphs, missed, keyed)
+    if explained and entry:
+        changed = ", ".join(entry["components"][:6])
+        apply(res, {n: Accepted(ad.FILE, changed) for n in explained})
+        res.notes.append(f"the drift {ad.FILE} accepts ({changed}) explains the misses of "
+                         f"{', '.join(explained)}")
+    drifted = {r.get("layer") for r in res.graphs if r.get("phase") == "warm" and r.get("drift")}
+    if any(n in drifted for n in missed if n not in explained):
+        res.problems.append(
+            f"keys changed against {ref}; if the change is meant, accept it in the repository: "
+            f"`{ad.command(ref)} -- <the pytest arguments selecting the checks>` (records "
+            f"their keys, writes {ad.FILE}: commit it with the change)")
+        res.finalize()

@@ -85,6 +85,13 @@ class WarmStartPath:
     # it times nothing and has no verdict (a recording of keys): in a session whose every
     # path does, the checks' phases run side by side, a slot each (controller/ahead.py)
     runs_ahead = False
+    # a failing check's cache roots are kept for inspection (the cold run's files, its
+    # log); a recording of keys fails only on the drift its report names, which its root
+    # adds nothing to (an error keeps it: its log)
+    keeps_failed_roots = True
+    # its warm run's misses may be a key change the repository accepts
+    # (compilecache-accepted.json, history/accepted_drift.py): the deploy's
+    accepts_drift = False
     # options of its own (--compile-cache-<name>, ini compile_cache_<name>), registered
     # when the plugin (a built-in path) or the conftest that returns the path loads;
     # `from_settings` reads them with `settings.path_option(name)`

@@ -22,6 +22,7 @@ class Deploy(LocalRestart):
     changes with the random seed (dropout). So a third phase always compiles this
     commit's code afresh on an empty cache, same seed: the reference a stale entry
     cannot hide from, for the warm run must compute and draw what it does."""
+    accepts_drift = True
     name = "deploy"
     summary = ""  # not a --compile-cache-via value: --compile-cache-baseline-warm
     selectable = False

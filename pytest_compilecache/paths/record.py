@@ -16,6 +16,7 @@ class RecordKeys(WarmStartPath):
     phases = (PhasePlan("cold"),)
     compares_outputs = False  # a recording has no verdict: no eager or float64 re-run
     runs_ahead = True  # and times nothing: its phases may share the machine
+    keeps_failed_roots = False  # it fails on drift alone, which the report says whole
 
     def judge(self, nodeid: str, recs: Records, snaps: Snapshots,
               timings: Dict[str, Optional[float]], triton_dir: Optional[Path]) -> CheckResult:

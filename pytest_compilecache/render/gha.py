@@ -58,11 +58,14 @@ def keys_drifted(r: CheckResult, deployed: bool = False) -> bool:
     (--compile-cache-baseline), or, `deployed` (--compile-cache-baseline-warm: the local
     restart's cold run is the baseline's), a warm lookup missed with components that
     differ from its cold twin's. The deploy step said drifted=0 for a check that failed
-    on exactly that."""
+    on exactly that. A layer whose misses a drift accepted in the repository explains
+    (its state `accepted`) is no drift."""
     if (r.drift or {}).get("status") in ("drifted", "gone", "new"):
         return True
+    unaccepted = {n for n, lv in r.layers.items() if lv.state != "accepted"}
     return deployed and r.via == "local" and any(
-        g.get("phase") == "warm" and g.get("drift") for g in r.graphs)
+        g.get("phase") == "warm" and g.get("drift") and g.get("layer") in unaccepted
+        for g in r.graphs)
 
 
 def headline(r: CheckResult) -> str:
