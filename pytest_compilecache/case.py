@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from pytest_compilecache.terms import CHECK_KWARGS
+
 MODES = ("inference", "forward", "train")
 
 
@@ -59,7 +61,10 @@ def marker_problem(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[s
     if args:
         return (f"positional argument(s) {', '.join(map(repr, args))}: pass torch.compile's "
                 f"keywords by name, e.g. compile_cache(mode={args[0]!r})")
-    unknown = [k for k in kwargs if k not in COMPILE_KWARGS]
+    ranks = kwargs.get("ranks", 1)
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        return f"ranks={ranks!r}: the number of processes of the body, an integer from 1"
+    unknown = [k for k in kwargs if k not in COMPILE_KWARGS and k not in CHECK_KWARGS]
     if unknown:
         return (f"{', '.join(unknown)}: not a torch.compile keyword (it takes "
                 f"{', '.join(COMPILE_KWARGS)})")

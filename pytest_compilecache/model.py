@@ -57,6 +57,8 @@ class CheckResult:
     # --compile-cache-share-variants: what this variant loaded of the entries other
     # variants wrote into the cache they share, and how its outputs there compared
     shared: Dict[str, Any] = field(default_factory=dict)
+    # a multi-rank check (compile_cache(ranks=N)): each rank's layers, outputs, problems
+    ranks: List[Dict[str, Any]] = field(default_factory=list)
     # What `finalize` derives the verdict from, never reported: the verdict the result was
     # made with (`kind`: pass, recorded, n/a, error, not run); a fault of the environment
     # or of a server (a full disk, a store refused, Redis gone) that makes it an `error`
@@ -108,7 +110,11 @@ class CheckResult:
                                  for n, lv in self.layers.items()},
             timings={k: self.timings[k] for k in self.timings
                      if k in ("cold_s", "warm_s", "cold_process_s", WARM_START_KEY)},
-            dynamo=self.dynamo, outputs=self._eager_summary())
+            dynamo=self.dynamo, outputs=self._eager_summary(),
+            ranks=[{"rank": x.get("rank"), "verdict": x.get("verdict"),
+                    "layers": {n: {"state": (s or {}).get("state")}
+                               for n, s in (x.get("layers") or {}).items()}}
+                   for x in self.ranks])
 
     def _eager_summary(self) -> Dict[str, Any]:
         """Of the outputs, what the summary says of compiled vs eager: how many tensors

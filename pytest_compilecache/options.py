@@ -144,6 +144,19 @@ def _via_help() -> str:
 
 
 LAUNCHERS = ("preloaded", "fresh")
+def parse_rank_layout(value: str) -> str:
+    """How each rank of a multi-rank check sees its GPU: the words of
+    --compile-cache-warm-on-other-gpu's layouts."""
+    from pytest_compilecache.scenarios.other_gpu import OTHER_GPU_LAYOUTS
+
+    v = value.strip().lower()
+    if v not in OTHER_GPU_LAYOUTS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: the layouts are index (every rank sees the ranks' GPUs, rank r on "
+            f"cuda:<local rank>) and pinned (each rank sees only its GPU, as cuda:0)")
+    return v
+
+
 def parse_launcher(value: str) -> str:
     v = value.strip().lower()
     if v not in LAUNCHERS:
@@ -223,6 +236,11 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "a private directory per session, shared by its xdist workers)"),
     ("lease-timeout", "string", "7200", parse_timeout,
      "seconds a phase may wait for a free device slot before it errors"),
+    ("rank-layout", "string", None, parse_rank_layout,
+     "how the ranks of a multi-rank check (--compile-cache-ranks, compile_cache(ranks=N)) "
+     "see their GPUs: index (default: every rank sees the ranks' GPUs and runs on "
+     "cuda:<local rank>) or pinned (each rank sees only its GPU, as cuda:0, through its "
+     "own CUDA_VISIBLE_DEVICES)"),
     ("shard", "string", None, parse_shard,
      "run only slice I of N of the checks (I/N), for a CI matrix; merge the reports with "
      "`pytest-compilecache merge`"),
@@ -232,7 +250,7 @@ _VALUED: Tuple[Tuple[str, str, Any, Any, Any], ...] = (
      "(internal) JSON file listing the node ids a recording session runs"),
 )
 # what --help shows after "=" where the option's last word would not say it
-_METAVARS = {"jobs-per-gpu": "K",
+_METAVARS = {"jobs-per-gpu": "K", "rank-layout": "index|pinned",
              "launcher": "preloaded|fresh", "launcher-state": "DIR|none",
              "via": "PATHS",
              "job-id": "inherit|per-check|VALUE", "baseline": "REF",

@@ -175,6 +175,10 @@ def _register_phase_child(config: pytest.Config, spec_path: str) -> None:
     lifetime.die_with_launcher(int(forked_by) if forked_by else spec.get("launcher_pid"))
     child = ChildPlugin(spec, path_cls())
     child.configure()
+    if spec.get("rank") is not None:  # one rank of a multi-rank check: its process group
+        from pytest_compilecache.child import ranks
+
+        ranks.start(config, child.result, spec, child.device)
     config.stash[_SESSION] = child
     config.pluginmanager.register(child, "compilecache-child")
     config.pluginmanager.register(CaseHooks(child), "compilecache-child-case")

@@ -51,6 +51,7 @@ class Settings:
     lease_timeout: float = 7200.0
     shard: Optional[Tuple[int, int]] = None
     shard_times: Optional[str] = None
+    rank_layout: str = "index"  # how a rank sees its GPU (OTHER_GPU_LAYOUTS)
     via: Tuple[str, ...] = ("local",)
     # the values of the options warm-start paths add (PathOption), by name
     path_options: Tuple[Tuple[str, Any], ...] = ()
@@ -70,6 +71,7 @@ class Settings:
     manifest_only = property(lambda self: bool(self.scenario("record")))
     share_variants = property(lambda self: bool(self.scenario("shared")))
     warm_on_other_gpu = property(lambda self: self.scenario("other_gpu") or "")
+    ranks = property(lambda self: int(self.scenario("ranks") or 1))
 
     def path_option(self, name: str) -> Any:
         """The value of a warm-start path's own option (None: not given)."""

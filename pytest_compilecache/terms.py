@@ -56,3 +56,6 @@ PRIVATE_FIX = ("to share a cache in your own runs and keep the check's private o
 # -- bisect: the file a collect-only session writes its checks' node ids to
 # (history/baseline.collect_checks asks, controller/collect.py writes)
 LIST_CHECKS_ENV = "PYTEST_COMPILECACHE_LIST_CHECKS"
+
+# the compile_cache marker's arguments that shape the check, not torch.compile's
+CHECK_KWARGS = ("ranks",)

@@ -48,6 +48,9 @@ class PhaseSpec(TypedDict, total=False):
     save_outputs: str
     compare_outputs: str
     python_seed: int      # seeds Python's random and numpy's instead of `seed` (replay.py)
+    rank: int             # a multi-rank check's rank (controller/ranks.py, child/ranks.py)
+    world_size: int
+    ranks_abort: str      # the file that says another rank of the phase failed
 
 # -- the cache record (probe.py's CacheObserver.record) --------------------------------
 

@@ -21,6 +21,8 @@ No BODY, or `all`, runs every body (about 4 minutes on 2 cores). Bodies:
   rank_keyed_pass  the same pass, its uuid() keyed by the rank
   tp_mlp           a 2-way tensor-parallel MLP (parallelize_module, Colwise/RowwiseParallel
                    over a cpu DeviceMesh), torch.compile'd, inference
+  rank_input_pass  tests/test_ranks.py's rank-blind pass: the rank's scale, an input,
+                   folded into a constant (the compile agrees with eager on its rank)
 
 It prints one table row per body, launch and rank: FX graph cache hits/misses
 (counters["inductor"]["fxgraph_cache_hit"/"fxgraph_cache_miss"]), AOTAutograd cache
@@ -54,7 +56,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-BODIES = ("ddp", "rank_blind_pass", "rank_keyed_pass", "tp_mlp")
+BODIES = ("ddp", "rank_blind_pass", "rank_keyed_pass", "tp_mlp", "rank_input_pass")
 LAUNCHES = ("cold", "warm", "private")
 HERE = Path(__file__).resolve().parent
 

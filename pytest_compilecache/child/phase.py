@@ -28,6 +28,7 @@ from pytest_compilecache.child import workload as wl
 from pytest_compilecache.case import ModelCase
 from pytest_compilecache.files import write_json_atomic
 from pytest_compilecache.isolation import IMPORTS_OUT_ENV, job_id_from_env
+from pytest_compilecache.terms import CHECK_KWARGS
 from pytest_compilecache.wire import WIRE_VERSION, PhaseSpec
 from pytest_compilecache.child.probe import CacheObserver, current_job_id
 
@@ -383,7 +384,7 @@ def model_cases(item: pytest.Function) -> List[ModelCase]:
 
 def compile_kwargs(item: pytest.Item) -> Dict[str, Any]:
     marker = item.get_closest_marker("compile_cache")
-    return dict(marker.kwargs) if marker else {}
+    return {k: v for k, v in marker.kwargs.items() if k not in CHECK_KWARGS} if marker else {}
 
 
 def load_spec(path: str) -> PhaseSpec:

@@ -22,8 +22,7 @@ from pytest_compilecache.controller.lease import phase_lease
 from pytest_compilecache.controller.limits import PhaseLimit
 from pytest_compilecache.controller.outcome import blame_full_disk, phase_outcome
 from pytest_compilecache.controller.repeat import repeat_cold
-from pytest_compilecache.history import manifest as mf
-from pytest_compilecache.history import trend
+from pytest_compilecache.history import manifest as mf, trend
 from pytest_compilecache.isolation import (CacheRoot, phase_env, private_settings,
                                            resolve_job_id, share_precompiled_headers)
 from pytest_compilecache.judge import accepted, confinement
@@ -62,6 +61,7 @@ class CheckRun:
     """One check, one path. `run()` always returns a result: an exception on this side
     is an `error` naming the controller (or the machine, for a refused write), never a
     check missing from the report."""
+    lease = phase_lease  # a phase's device slot, held while it runs (ranks hold theirs)
 
     def __init__(self, session: Shared, item: CheckItem,
                  path: WarmStartPath) -> None:
@@ -343,7 +343,7 @@ class CheckRun:
         spec_path.write_text(json.dumps(spec))
         try:
             self.session.timeline.mark(f"{phase} asked")
-            with phase_lease(self, phase, env, spec, spec_path) as lease, \
+            with self.lease(phase, env, spec, spec_path) as lease, \
                     session.progress.step(f"{phase} phase" + (" (in the baseline's worktree)"
                                                               if tree is not None else "")):
                 # a check's cold phase and its others fork from different interpreters

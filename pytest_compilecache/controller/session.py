@@ -18,7 +18,7 @@ import pytest
 
 from pytest_compilecache import adopted, paths
 from pytest_compilecache.controller import diskspace
-from pytest_compilecache.controller.check import CheckRun
+from pytest_compilecache.controller.ranks import check_run, paths_for
 from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.limits import LATER_FACTOR, LATER_FLOOR_S
 from pytest_compilecache.controller.keyhistory import KeyHistory
@@ -157,9 +157,9 @@ class CompileCacheSession:
 
             self.ahead = Ahead.from_item(self, item, self.role is Role.WORKER)
         results = []
-        for path in self.warm_start_paths:
+        for path in paths_for(item, self.warm_start_paths, self.settings):  # ranks=N: theirs
             run, ran = self.ahead.take(item, path) if self.ahead else (None, None)
-            run = run or CheckRun(self, item, path)
+            run = run or check_run(self, item, path)
             try:
                 results.append(run.run(ran))
             except KeyboardInterrupt:  # what ran of it is said, not a bare `not run`

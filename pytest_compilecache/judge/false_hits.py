@@ -202,7 +202,8 @@ def _param_diff(a: Mapping[str, str], b: Mapping[str, str]) -> str:
     return ", ".join(f"{n} ({a.get(n, '-')} -> {b.get(n, '-')})" for n in names[:6])
 
 
-def _components(components: List[Any], count: Optional[int] = None) -> str:
+def _components(components: List[Any], count: Optional[int] = None,
+                who: str = "variants") -> str:
     """What the key holds, as the fix needs it: the user's extension points that are set
     (custom passes by their uuid(), custom partitioners...) with their values, and how
     many components there are (`count`: all of them, where the ledger kept only those)."""
@@ -218,7 +219,7 @@ def _components(components: List[Any], count: Optional[int] = None) -> str:
                 f"callable's body, a custom op's Python implementation or backward)")
     shown = ", ".join(f"{c[0]}={_cut(str(c[2]))!r}" for c in ext[:4])
     return (f"of its {total} key components, the extension points that are set are {shown}, "
-            f"equal for both variants as the key is (the rest are graph code, input "
+            f"equal for both {who} as the key is (the rest are graph code, input "
             f"metadata, Inductor's config, torch's version...)")
 
 

@@ -10,6 +10,7 @@ from pytest_compilecache import layers
 from pytest_compilecache.history.manifest import changed_components, drift_lines
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.model import WARM_START_KEY, CheckResult
+from pytest_compilecache.render.ranks import rank_cells, rank_lines
 
 
 def _s(v: Optional[float]) -> str:
@@ -68,6 +69,7 @@ def failure_lines(r: CheckResult) -> List[str]:
         for n in names:
             for f in r.layers[n].files[:8]:
                 lines.append(f"    warm wrote ({n}): {f}")
+        lines += rank_lines(r)  # a multi-rank check's ranks (render/ranks.py)
         for row in r.graphs:
             if row.get("graph_code_diff"):
                 lines += ["", f"  graph code diff, {row['layer']} graph {row['compile_id']}:"]
@@ -291,6 +293,8 @@ def _table(results: Sequence[CheckResult]) -> List[str]:
         states, (cold, warm, q) = row_cells(r)
         cells = " ".join(f"{c:<8}" for c in states)
         lines.append(f"{name:<{width}} {r.verdict:<7} {cells} {cold:>7} {warm:>7} {q:>9}")
+        lines += [f"{label:<{width}} {verdict:<7} " + " ".join(f"{c:<8}" for c in states)
+                  for label, verdict, states in rank_cells(r)]
     return lines
 
 

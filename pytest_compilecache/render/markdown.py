@@ -14,6 +14,7 @@ from pytest_compilecache import layers
 from pytest_compilecache.judge import recompiles
 from pytest_compilecache.render import lines as tx
 from pytest_compilecache.render import trendchart
+from pytest_compilecache.render.ranks import rank_cells
 from pytest_compilecache.model import OK_VERDICTS, CheckResult
 
 # https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-commands
@@ -106,6 +107,9 @@ def table(results: Sequence[CheckResult], passing: bool = True) -> List[str]:
         states, times = tx.row_cells(r)
         lines.append(f"| `{_escape(r.label)}` | {_VERDICT.get(r.verdict, '')} {r.verdict} | "
                      + " | ".join([*(_CELL.get(c, c) for c in states), *times]) + " |")
+        lines += [f"| ↳ {label.strip()} | {verdict} | "
+                  + " | ".join([*(_CELL.get(c, c) for c in cells), "", "", ""]) + " |"
+                  for label, verdict, cells in rank_cells(r)]
     return lines
 
 

@@ -1,0 +1,267 @@
+"""The phases of a multi-rank check (`compile_cache(ranks=N)`, --compile-cache-ranks):
+each phase's N ranks started together, as torchrun starts a node's (env rendezvous on a
+free local port; the process group itself is child/ranks.py's), each in the phase's
+cache root (the one the ranks share, or for `private` one each: paths/ranks.py).
+
+The ranks of a phase wait for each other in every collective, so they start, run and
+end as one: each holds its device slot (one GPU per rank, leased in the GPUs' order so
+that two multi-rank checks never wait on each other's; on CPU the ranks share one slot),
+gets the phase's time limit, and where one fails the others are ended at once (an
+abort file their watcher reads) instead of waiting out the group's timeout; each
+rank's error is reported as that rank's.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import threading
+import traceback
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from pytest_compilecache import files as fs
+from pytest_compilecache.controller.check import CheckRun
+from pytest_compilecache.isolation import CacheRoot
+from pytest_compilecache.judge import accepted
+from pytest_compilecache.judge.ranks import needs_private, rank_phase
+from pytest_compilecache.model import CheckResult, error_result
+from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
+from pytest_compilecache.paths.local import LocalRestart
+from pytest_compilecache.paths.ranks import RankedRestart
+from pytest_compilecache.wire import PhaseRecord, PhaseSpec
+
+Outcome = Tuple[Optional[PhaseRecord], Optional[CheckResult]]
+
+
+def ranks_of(item: Any, settings: Any) -> int:
+    """The check's ranks: its marker's ranks=N, else the session's --compile-cache-ranks."""
+    marker = item.get_closest_marker("compile_cache")
+    if marker is not None and "ranks" in marker.kwargs:
+        return int(marker.kwargs["ranks"])
+    return int(getattr(settings, "ranks", 1) or 1)
+
+
+def paths_for(item: Any, chosen: List[WarmStartPath], settings: Any) -> List[WarmStartPath]:
+    """The paths a check takes: a multi-rank check the ranks' restart alone (the
+    `ranks` scenario, per check from its marker); a check marked ranks=1 in a session
+    of ranks, the local restart."""
+    n = ranks_of(item, settings)
+    if n > 1:
+        return [p for p in chosen if isinstance(p, RankedRestart) and p.ranks == n] \
+            or [RankedRestart(n)]
+    return [p for p in chosen if not isinstance(p, RankedRestart)] or [LocalRestart()]
+
+
+def check_run(session: Any, item: Any, path: WarmStartPath) -> CheckRun:
+    return RankedCheckRun(session, item, path) if isinstance(path, RankedRestart) \
+        else CheckRun(session, item, path)
+
+
+def rank_env(rank: int, world: int, port: int, threads: int) -> Dict[str, str]:
+    """What torchrun sets for a rank of one node (env:// rendezvous); the check's
+    threads shared by its ranks (torchrun gives each of several ranks 1)."""
+    return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+            "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0",
+            "OMP_NUM_THREADS": str(max(1, threads // world))}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RankedCheckRun(CheckRun):
+    """A CheckRun whose every phase is N ranks at once; the records are per rank
+    (`cold.r0`, `cold.r1`, ...), judged by the path (judge/ranks.py)."""
+
+    path: RankedRestart
+
+    def __init__(self, *args: Any) -> None:
+        self._here = threading.local()  # which phase this rank's thread runs
+        super().__init__(*args)
+        self._held: List[Any] = []  # the phase's leases, by rank
+        self._preparing = threading.Lock()  # one rank at a time writes into the root
+
+    def _spec_and_env(self, *args: Any) -> Any:
+        """A rank's spec and environment, one rank at a time: the ranks of a phase
+        share its root, and the precompiled-header link in it is made once."""
+        with self._preparing:
+            return super()._spec_and_env(*args)
+
+    @property
+    def lane(self) -> int:
+        """The preloaded interpreter a rank forks from: the cold ranks' another than
+        the later phases' (CheckRun asks `lane + (phase != "cold")`, and a rank's phase
+        is `cold.r0`). Forked from one interpreter, two phases share its hash seed and
+        object addresses: a key that holds a per-process hash would hit between them."""
+        return self._lane - bool(getattr(self._here, "cold", False))
+
+    @lane.setter
+    def lane(self, value: int) -> None:
+        self._lane = value
+
+    def phases(self) -> CheckResult:
+        nodeid, n = self.item.nodeid, self.path.ranks
+        root = CacheRoot.create(nodeid, self.settings.root)
+        self.roots.append(root)
+        for plan in self.path.phases:
+            self.phase_now = plan.name
+            if plan.fresh_root and not needs_private(self.recs, n):
+                self.notes.append("no warm rank loaded an entry only another rank wrote: "
+                                  "the private phase (each rank over its own root) was not run")
+                break
+            roots = [root] * n
+            if plan.fresh_root:  # each rank its own: no other rank writes it
+                roots = [CacheRoot.create(f"{nodeid}-rank{r}", self.settings.root)
+                         for r in range(n)]
+                self.roots += roots
+            failed = self._run_ranks(plan, roots)
+            if failed is not None:
+                return failed
+            for r in range(n):
+                self.snaps[rank_phase(plan.name, r)] = fs.snapshot(roots[r].watched)
+            self._phase_timings(plan.name, n)
+        self.notes[:] = fresh_notes(self.notes)
+        result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
+        accepted.apply(result, self._accepted())
+        return result
+
+    def _run_ranks(self, plan: PhasePlan, roots: List[CacheRoot]) -> Optional[CheckResult]:
+        n, port = self.path.ranks, free_port()
+        abort = self.roots[0].phases / f"{plan.name}.abort"
+        outcomes: List[Outcome] = [(None, None)] * n
+        try:
+            with self._leases(plan.name) as held:
+                self._held = held
+
+                def one(r: int) -> None:
+                    outcomes[r] = self._rank(plan, r, roots[r], port, abort)
+
+                threads = [threading.Thread(target=one, args=(r,), daemon=True)
+                           for r in range(n)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+        except Exception as e:  # a lease timeout, a lock dir refused: the check errors
+            from pytest_compilecache.controller.gpus import LeaseTimeout
+
+            if not isinstance(e, (LeaseTimeout, OSError)):
+                raise
+            return error_result(self.item.nodeid, plan.name, str(e), "", self.timings)
+        for r, (rec, _) in enumerate(outcomes):
+            if rec is not None:
+                self.recs[rank_phase(plan.name, r)] = rec
+        return self._failed(plan.name, outcomes)
+
+    def _rank(self, plan: PhasePlan, r: int, root: CacheRoot, port: int, abort: Any
+              ) -> Outcome:
+        """One rank, in its thread: an exception here is this rank's error (the
+        others are ended), never a thread that dies while they wait for it."""
+        n, phase, threads = self.path.ranks, rank_phase(plan.name, r), self.settings.threads
+        self._here.cold = plan.name == "cold"
+        try:
+            rec, failure = self.run_phase(root, phase, extra=self._extra(plan, r, abort),
+                                          env_extra={**self.path.phase_env(plan),
+                                                     **rank_env(r, n, port, threads)})
+        except Exception:
+            rec, failure = None, error_result(
+                self.item.nodeid, phase, "could not be run: pytest-compilecache failed in the "
+                "controller (an error in the plugin, not in the model):\n"
+                + traceback.format_exc(), "", self.timings)
+        if failure is not None or rec is None:
+            with contextlib.suppress(FileExistsError, OSError):  # the first failure says
+                with open(abort, "x") as f:
+                    f.write(f"rank {r} of the {plan.name} phase failed")
+        return rec, failure
+
+    def _extra(self, plan: PhasePlan, r: int, abort: Any) -> PhaseSpec:
+        """A rank's spec: its rank, the abort file, its outputs (in the first root)."""
+        phases = self.roots[0].phases
+        extra: PhaseSpec = {"path": self.path.name, "rank": r, "world_size": self.path.ranks,
+                            "ranks_abort": str(abort),
+                            "cold_outputs": str(phases / f"{rank_phase('cold', r)}-outputs.pt")}
+        if plan.keeps_outputs:
+            extra["save_outputs"] = str(phases / f"{rank_phase(plan.name, r)}-outputs.pt")
+        if plan.compare_with:
+            extra["compare_outputs"] = str(
+                phases / f"{rank_phase(plan.compare_with, r)}-outputs.pt")
+        return extra
+
+    def _failed(self, phase: str, outcomes: List[Outcome]) -> Optional[CheckResult]:
+        """The phase's error, each failed rank's own (the ranks the abort ended, said)."""
+        failed = [(r, f or error_result(self.item.nodeid, rank_phase(phase, r), "left no record",
+                                        "", self.timings))
+                  for r, (rec, f) in enumerate(outcomes) if f is not None or rec is None]
+        if not failed:
+            return None
+        text = "\n".join(f"rank {r}: {f.error}" for r, f in failed)
+        who = " and ".join(str(r) for r, _ in failed)
+        res = error_result(self.item.nodeid, phase, f"failed on rank {who} of "
+                           f"{len(outcomes)} (the first rank to fail ends the others of "
+                           f"its phase):\n{text}", "", self.timings)
+        res.via = self.path.via
+        return res
+
+    def _phase_timings(self, phase: str, n: int) -> None:
+        """The phase's times: its slowest rank's (the ranks end together)."""
+        for what in ("s", "process_s"):
+            each = [self.timings.get(f"{rank_phase(phase, r)}_{what}") for r in range(n)]
+            known = [t for t in each if t is not None]
+            if known:
+                self.timings[f"{phase}_{what}"] = max(known)
+
+    @contextlib.contextmanager
+    def _leases(self, phase: str) -> Iterator[List[Any]]:
+        """Every rank's slot for the phase: one GPU per rank, in the GPUs' order; on
+        CPU one slot the ranks share."""
+        pool = self.session.slot_pool()
+        devices = list(dict.fromkeys(sl.device for sl in pool.slots))
+        n = self.path.ranks
+        gpus = [d for d in devices if d != "cpu"]
+        if gpus and len(gpus) < n:
+            raise OSError(f"ranks={n} needs {n} GPUs, one per rank; this session has "
+                          f"{len(gpus)} ({', '.join(gpus)}): --compile-cache-gpus")
+        wanted = gpus[:n] if gpus else ["cpu"]
+        with contextlib.ExitStack() as stack:
+            held = [stack.enter_context(pool.lease(f"{self.item.nodeid} [{phase}, rank {r}]",
+                                                   device=d)) for r, d in enumerate(wanted)]
+            yield held
+
+    @contextlib.contextmanager
+    def lease(self, phase: str, env: Dict[str, str], spec: PhaseSpec, spec_path: Any
+              ) -> Iterator[Any]:
+        """A rank's slot, held for the whole phase (`_leases`), and its GPU: every rank
+        sees the ranks' GPUs and runs on cuda:<local rank> (`index`), or sees only its
+        own, as cuda:0 (`pinned`)."""
+        import json
+
+        r = int(spec["rank"])
+        lease = self._held[r % len(self._held)]
+        gpus = [h.slot.device for h in self._held if h.slot.device != "cpu"]
+        if gpus and self.settings.rank_layout == "pinned":
+            env.update(lease.slot.env())
+        elif gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            spec["cuda_index"] = r
+        spec_path.write_text(json.dumps(spec))
+        yield lease
+
+
+_FRESH = re.compile(r"^the (\S+)\.r\d+ phase ran in a fresh interpreter")
+
+
+def fresh_notes(notes: List[str]) -> List[str]:
+    """The ranks that ran in a fresh interpreter, one note: a phase's ranks start at
+    once, and a check's preloaded interpreter serves one of them."""
+    matches = [m for m in map(_FRESH.match, notes) if m]
+    if not matches:
+        return notes
+    fresh = {m.string for m in matches}
+    phases = ", ".join(dict.fromkeys(m.group(1) for m in matches))
+    return [n for n in notes if n not in fresh] + [
+        f"{len(fresh)} rank phase(s) ({phases}) ran in a fresh interpreter, not forked from "
+        f"a preloaded one: the ranks of a phase start at once, and a check's preloaded "
+        f"interpreter serves one of them"]

@@ -1,0 +1,195 @@
+"""Checks of multi-rank bodies (`compile_cache(ranks=N)`, issue 51 points 1 and 2),
+with real CPU compiles over gloo in one pytester session run as a user runs it: 2 ranks
+a phase, cold and warm over one root they share, then each over its own.
+
+The bodies are benchmarks/fleet/bodies' (the plain torchrun pair's, docs/fleet.md),
+written as test bodies: `DDP(torch.compile(net))` trained two steps passes with every
+rank's layers hit; a post-grad pass that folds the rank's scale (an input, rank + 1)
+into a constant, its uuid() blind to the rank, is a rank false hit naming the writer
+and the loader; keyed by the rank it passes; the 2-way tensor-parallel MLP misses FX and
+AOTAutograd on every rank, every logged key component equal, and the check says so. A
+rank that fails ends the others of its phase, each reported.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict
+
+import pytest
+
+from conftest import run_repo
+
+pytestmark = pytest.mark.slow
+
+BODIES = '''
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+
+class FoldRank(CustomGraphPass):
+    """relu(x @ w) * s, s the rank's scale (rank + 1, an input) -> the scale as a
+    constant: what pytorch#188332's pass does with dist.get_rank()."""
+
+    def __init__(self, keyed):
+        self.rank, self.keyed = dist.get_rank(), keyed
+
+    def __call__(self, graph):
+        for node in list(graph.nodes):
+            if node.op == "call_function" and node.target is torch.ops.aten.mul.Tensor \\
+                    and isinstance(node.args[0], torch.fx.Node) \\
+                    and node.args[0].target is torch.ops.aten.relu.default:
+                node.args = (node.args[0], float(self.rank + 1))
+
+    def uuid(self):
+        return ("fold-rank-v1", self.rank) if self.keyed else "fold-rank-v1"
+
+
+def scaled(keyed):
+    torch._inductor.config.post_grad_custom_post_pass = FoldRank(keyed)
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    s = torch.tensor(float(dist.get_rank() + 1))
+    with torch.no_grad():
+        return torch.compile(lambda a, b, c: torch.relu(a @ b) * c + 1)(x, w, s)
+
+
+@pytest.mark.compile_cache(ranks=2)
+def test_ddp():
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    model = DistributedDataParallel(torch.compile(net))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.manual_seed(1 + dist.get_rank())  # each rank its own batch
+    for _ in range(2):
+        x, y = torch.randn(4, 8), torch.randn(4, 4)
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+@pytest.mark.compile_cache(ranks=2)
+def test_rank_blind_pass():
+    assert scaled(keyed=False).shape == (4, 8)
+
+
+@pytest.mark.compile_cache(ranks=2)
+def test_rank_keyed_pass():
+    assert scaled(keyed=True).shape == (4, 8)
+
+
+@pytest.mark.compile_cache(ranks=2)
+def test_one_rank_fails():
+    if dist.get_rank() == 1:
+        raise RuntimeError("rank 1 gives up before the collective")
+    dist.barrier()  # rank 0 waits for a rank that is gone
+
+
+@pytest.mark.compile_cache(ranks=2)
+def test_tp_mlp():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel, RowwiseParallel, parallelize_module)
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16))
+    parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    with torch.no_grad():
+        assert torch.compile(mlp)(torch.randn(4, 16)).shape == (4, 16)
+'''
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    run = run_repo(tmp_path_factory.mktemp("repo_ranks"), {"test_ranks_bodies.py": BODIES},
+                   "-p", "no:randomly", timeout=900)
+    assert run.report is not None, run.out[-3000:]
+    checks = {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
+    return {"run": run, "checks": checks, "out": run.out}
+
+
+def _states(check: Dict[str, Any]) -> Dict[int, Dict[str, str]]:
+    return {r["rank"]: {n: r["layers"][n]["state"] for n in ("aot_autograd", "fx_graph")}
+            for r in check["ranks"]}
+
+
+def test_ddp_passes_with_every_ranks_layers_hit(session: Dict[str, Any]) -> None:
+    c = session["checks"]["test_ddp"]
+    assert c["verdict"] == "pass" and c["via"] == "ranks", c["problems"]
+    both = {"aot_autograd": "hit", "fx_graph": "hit"}
+    assert _states(c) == {0: both, 1: both}
+    # the plain pair's counts: FX 2 hits, AOTAutograd 1 hit per rank warm
+    assert [r["layers"]["fx_graph"]["warm"] for r in c["ranks"]] == ["hit 2", "hit 2"]
+    assert [r["layers"]["aot_autograd"]["warm"] for r in c["ranks"]] == ["hit 1", "hit 1"]
+    assert all(r["outputs"]["warm_vs_cold"]["ok"] for r in c["ranks"])
+    # one row per check, its ranks underneath
+    out = session["out"]
+    assert re.search(r"test_ranks_bodies.py::test_ddp \[via ranks\] +pass +off +hit +hit", out)
+    assert re.search(r"\n  rank 0 +pass +off +hit +hit", out), out[-3000:]
+    assert re.search(r"\n  rank 1 +pass +off +hit +hit", out)
+
+
+def test_a_rank_blind_pass_is_a_rank_false_hit_naming_writer_and_loader(
+        session: Dict[str, Any]) -> None:
+    c = session["checks"]["test_rank_blind_pass"]
+    assert c["verdict"] == "fail", c["problems"]
+    first = c["problems"][0]
+    m = re.match(r"rank false hit: rank (\d) loaded the (aot_autograd|fx_graph) entry \w+… of "
+                 r"graph 0/0 that rank (\d) wrote in the cold phase \(same key\)", first)
+    assert m and m.group(1) != m.group(3), first
+    loader, writer = int(m.group(1)), int(m.group(3))
+    assert f"writer and loader: rank {writer} wrote it, rank {loader} loaded it" in first
+    assert "post_grad_custom_post_pass='fold-rank-v1'" in first
+    assert "fix: key the custom graph pass's uuid() by the rank" in first
+    row = c["ranks"][loader]
+    assert row["outputs"]["private_vs_warm"]["ok"] is False
+    assert {e["writer"] for e in row["loaded_from_other_ranks"]} == {writer}
+    assert c["ranks"][writer]["outputs"]["private_vs_warm"]["ok"] is True
+    assert "FAILED test_ranks_bodies.py::test_rank_blind_pass - rank false hit: rank" \
+        in session["out"]
+
+
+def test_the_same_pass_keyed_by_rank_passes(session: Dict[str, Any]) -> None:
+    c = session["checks"]["test_rank_keyed_pass"]
+    assert c["verdict"] == "pass", c["problems"]
+    both = {"aot_autograd": "hit", "fx_graph": "hit"}
+    assert _states(c) == {0: both, 1: both}
+    assert not any(r["loaded_from_other_ranks"] for r in c["ranks"])
+    # each rank keeps its own entry: the keys differ between ranks, by the pass's uuid
+    [note] = [n for n in c["notes"] if n.startswith("keys differ between ranks")]
+    assert "post_grad_custom_post_pass" in note, note
+
+
+def test_the_tensor_parallel_mlp_misses_and_says_what_is_proven(
+        session: Dict[str, Any]) -> None:
+    c = session["checks"]["test_tp_mlp"]
+    assert c["verdict"] == "fail"
+    both = {"aot_autograd": "miss", "fx_graph": "miss"}
+    assert _states(c) == {0: both, 1: both}
+    fx = [p for p in c["problems"] if p.startswith("rank 0: fx_graph: miss")]
+    assert fx and re.search(r"all \d+ logged components of graph 0/0's FX key hash the same "
+                            r"in the cold and warm processes, yet the whole key differs", fx[0])
+    assert "not the test's code" in fx[0]
+    assert all(r["outputs"]["warm_vs_cold"]["ok"] for r in c["ranks"])
+    assert any("keys differ between ranks" in n and "none of its logged components" in n
+               for n in c["notes"])
+
+
+def test_a_failing_rank_ends_the_others_and_each_is_reported(session: Dict[str, Any]) -> None:
+    c = session["checks"]["test_one_rank_fails"]
+    assert c["verdict"] == "error", c
+    error = c["error"]
+    assert error.startswith("cold phase failed on rank "), error
+    assert "(the first rank to fail ends the others of its phase)" in error
+    # each rank's own error: rank 1's exception, rank 0's collective that lost its peer
+    assert "\nrank 1: cold.r1 phase failed" in error, error
+    assert "RuntimeError: rank 1 gives up before the collective" in error
+    assert re.search(r"^rank 0: cold\.r0 phase ", error, re.M), error
+    # ended at once, not at the process group's timeout
+    assert c["timings"]["cold.r0_process_s"] < 120, c["timings"]
