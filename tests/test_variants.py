@@ -308,3 +308,14 @@ def test_under_v_the_summary_shows_what_a_passing_shared_turn_noted() -> None:
     assert verbose[at + 1].startswith(f"  {res.label}: shared cache: shared by 2 variants: "
                                       f"loaded 2 entr(ies) that variant [two] wrote")
     assert "notes of passing checks:" not in summary_lines([res.summary_row()])
+
+
+@pytest.mark.parametrize("layout", ["index", "pinned"])
+def test_the_other_gpu_path_carries_its_layout_to_the_leases(layout: str) -> None:
+    # the lease reads the layout from the path the scenario planned, not from a flag
+    from pytest_compilecache.settings import Settings
+
+    chosen = paths.for_settings(Settings(scenarios=(("other_gpu", layout),)), paths.builtin())
+    assert [(p.name, p.gpu_layout) for p in chosen] == [("other_gpu", layout)]
+    [local] = paths.for_settings(Settings(), paths.builtin())
+    assert local.gpu_layout == ""  # the local restart plans no phase on another GPU

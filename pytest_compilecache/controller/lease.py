@@ -19,7 +19,7 @@ def phase_lease(run: Any, phase: str, env: Dict[str, str], spec: PhaseSpec,
     runs on its own of the two; with `pinned` each sees only its own, as cuda:0."""
     pool = run.session.slot_pool()
     devices = list(dict.fromkeys(sl.device for sl in pool.slots))
-    layout = run.settings.warm_on_other_gpu if len(devices) > 1 else ""
+    layout = run.path.gpu_layout if len(devices) > 1 else ""
     plan = next((p for p in run.path.phases if p.name == phase), None)
 
     def after(dev: str) -> str:

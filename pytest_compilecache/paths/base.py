@@ -89,6 +89,9 @@ class WarmStartPath:
     # log); a recording of keys fails only on the drift its report names, which its root
     # adds nothing to (an error keeps it: its log)
     keeps_failed_roots = True
+    # how its phases planned on another GPU see the GPUs (PhasePlan.other_gpu; the
+    # other_gpu path's index | pinned, controller/lease.py)
+    gpu_layout = ""
     # its warm run's misses may be a key change the repository accepts
     # (compilecache-accepted.json, history/accepted_drift.py): the deploy's
     accepts_drift = False

@@ -11,7 +11,7 @@ compared with a fresh compile on GPU j, not with GPU i's cold run."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from pytest_compilecache.judge.outputs import fresh_reference
 from pytest_compilecache.model import CheckResult
@@ -32,6 +32,13 @@ class OtherGpu(LocalRestart):
     phases: Tuple[PhasePlan, ...] = (
         PhasePlan("cold"), PhasePlan("warm", keeps_outputs=True, other_gpu=True),
         PhasePlan("fresh", fresh_root=True, compare_with="warm", other_gpu=True))
+
+    def __init__(self, layout: str = "index") -> None:
+        self.gpu_layout = layout  # index | pinned (scenarios/other_gpu.py)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "OtherGpu":
+        return cls(settings.scenario("other_gpu") or "index")
 
     def goes_on(self, rec: RecordLike) -> bool:
         """The fresh compile runs only where the warm run loaded graph entries."""
