@@ -112,10 +112,12 @@ def test_checkpointed(compile_cache, setting):
 def session(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
     path = tmp_path_factory.mktemp("repo_variants")
     # test_keyed (variants whose key carries the setting miss each other) is judged on its
-    # real record (tests/test_judges.py; tests/data/records/record.py records it from TESTS)
-    run = run_repo(path, {"test_variants.py": TESTS}, "-p", "no:randomly",
-                   "--compile-cache-share-variants", "--junitxml=junit.xml",
-                   "-k", "not test_keyed", timeout=1500)
+    # real record (tests/test_judges.py; tests/data/records/record.py records it from TESTS);
+    # the faults below are the same repo's other file, one session (CI time)
+    run = run_repo(path, {"test_variants.py": TESTS, "test_variant_faults.py": FAULTS,
+                          "conftest.py": BETWEEN_TURNS},
+                   "-p", "no:randomly", "--compile-cache-share-variants",
+                   "--junitxml=junit.xml", "-k", "not test_keyed", timeout=1500)
     assert run.report is not None, run.out[-3000:]
     checks = {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
     return {"run": run, "checks": checks, "path": path, "out": run.out}
@@ -244,12 +246,9 @@ def pytest_compilecache_between_phases(item, cache_root):
 
 
 @pytest.fixture(scope="module")
-def faults(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
-    path = tmp_path_factory.mktemp("repo_variant_faults")
-    run = run_repo(path, {"test_variants.py": FAULTS, "conftest.py": BETWEEN_TURNS},
-                   "-p", "no:randomly", "--compile-cache-share-variants", timeout=1500)
-    assert run.report is not None, run.out[-3000:]
-    return {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
+def faults(session: Dict[str, Any]) -> Dict[str, Any]:
+    """The checks of the session's other file (test_variant_faults.py)."""
+    return session["checks"]
 
 
 def test_a_turn_that_could_not_save_its_entries_and_the_turn_after_it_are_errors(
