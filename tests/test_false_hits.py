@@ -112,10 +112,12 @@ def test_checkpointed(compile_cache, setting):
 def session(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
     path = tmp_path_factory.mktemp("repo_variants")
     # test_keyed (variants whose key carries the setting miss each other) is judged on its
-    # real record (tests/test_judges.py; tests/data/records/record.py records it from TESTS)
-    run = run_repo(path, {"test_variants.py": TESTS}, "-p", "no:randomly",
-                   "--compile-cache-share-variants", "--junitxml=junit.xml",
-                   "-k", "not test_keyed", timeout=1500)
+    # real record (tests/test_judges.py; tests/data/records/record.py records it from TESTS);
+    # the faults below are the same repo's other file, one session (CI time)
+    run = run_repo(path, {"test_variants.py": TESTS, "test_variant_faults.py": FAULTS,
+                          "test_turns.py": TURNS, "conftest.py": BETWEEN_TURNS},
+                   "-p", "no:randomly", "--compile-cache-share-variants",
+                   "--junitxml=junit.xml", "-k", "not test_keyed", timeout=1500)
     assert run.report is not None, run.out[-3000:]
     checks = {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
     return {"run": run, "checks": checks, "path": path, "out": run.out}
@@ -240,16 +242,16 @@ def pytest_compilecache_between_phases(item, cache_root):
             os.remove(_shared_root("test_quota") / "inductor" / name)
     elif item.name == "test_removed[three]":
         shutil.rmtree(_shared_root("test_removed"))
+    elif item.name == "test_f[b]" and os.getuid() == 0:
+        # after [b]'s cold phase: the root [a]'s turn made goes to another user
+        os.chown(_shared_root("test_f"), 65534, 65534)
 '''
 
 
 @pytest.fixture(scope="module")
-def faults(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
-    path = tmp_path_factory.mktemp("repo_variant_faults")
-    run = run_repo(path, {"test_variants.py": FAULTS, "conftest.py": BETWEEN_TURNS},
-                   "-p", "no:randomly", "--compile-cache-share-variants", timeout=1500)
-    assert run.report is not None, run.out[-3000:]
-    return {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
+def faults(session: Dict[str, Any]) -> Dict[str, Any]:
+    """The checks of the session's other file (test_variant_faults.py)."""
+    return session["checks"]
 
 
 def test_a_turn_that_could_not_save_its_entries_and_the_turn_after_it_are_errors(
@@ -283,20 +285,6 @@ def test_a_shared_root_removed_between_turns_is_an_error_never_made_again(
     assert not any("the first variant" in n for n in three["notes"]), three["notes"]
 
 
-TAKEN = '''
-import os
-
-
-def pytest_compilecache_between_phases(item, cache_root):
-    # after [b]'s cold phase: the root [a]'s turn made goes to another user
-    if item.nodeid.endswith("[b]"):
-        shared = os.environ["PYTEST_COMPILECACHE_SHARED_DIR"]
-        for name in os.listdir(shared):
-            path = os.path.join(shared, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chown(path, 65534, 65534)
-'''
-
 TURNS = '''
 import pytest
 import torch
@@ -310,15 +298,14 @@ def test_f(k):
 
 
 def test_a_shared_root_another_user_took_between_turns_is_an_environment_fault(
-        tmp_path) -> None:
+        session: Dict[str, Any]) -> None:
     """Issue 53 point 4: refused, but as `pytest-compilecache failed in the controller
     ... (an error in the plugin or its settings, not in the model)` with a traceback."""
     import os
 
     if os.getuid() != 0:
         pytest.skip("chown to another user needs root")
-    run = run_repo(tmp_path, {"conftest.py": TAKEN, "test_turns.py": TURNS},
-                   "--compile-cache-share-variants", "--compile-cache-store=none")
+    run = session["run"]  # its test_turns.py, and the conftest's chown (CI time)
     assert run.report is not None, run.out[-3000:]
     by = {c["nodeid"]: c for c in run.report["checks"]}
     assert by["test_turns.py::test_f[a]"]["verdict"] == "pass", run.out[-3000:]

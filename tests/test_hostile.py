@@ -159,10 +159,24 @@ def model_case(n):
 '''
 
 
-def test_a_cleared_environment_loses_no_check_under_xdist(tmp_path: Path) -> None:
-    run = run_repo(tmp_path, {"test_clears.py": CLEARS.replace("def test_cleared(n)",
-                                                               "def test_cleared(model_case)")},
-                   "-n", "2", "--compile-cache-store=none")
+@pytest.fixture(scope="module")
+def cleared(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
+    """A module that clears the environment at import, checked under `-n 2` in a git
+    repo with PYTHONDONTWRITEBYTECODE set: one session for both tests below (CI time)."""
+    from conftest import MODELS, commit, git
+
+    files = {"test_clears.py": CLEARS.replace("def test_cleared(n)",
+                                              "def test_cleared(model_case)"),
+             ".gitignore": ".compilecache/\nreport.json\n"}
+    repo = tmp_path_factory.mktemp("cleared") / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    commit(repo, "first", {"models.py": MODELS, "pytest.ini": "[pytest]\n", **files})
+    return run_repo(repo, files, "-n", "2", env={"PYTHONDONTWRITEBYTECODE": "1"})
+
+
+def test_a_cleared_environment_loses_no_check_under_xdist(cleared: RepoRun) -> None:
+    run = cleared
     # one check on one of two workers: the worker's ledger survives the cleared
     # environment (the model is the smallest: the subject is the session, CI time)
     assert run.report is not None and len(run.report["checks"]) == 1, run.out[-3000:]
@@ -266,20 +280,13 @@ def test_a_full_cache_root_is_named_as_the_disk(tmp_path: Path) -> None:
 
 
 def test_a_cleared_environment_under_xdist_leaves_no_bytecode_in_the_repository(
-        tmp_path: Path) -> None:
+        cleared: RepoRun) -> None:
     """Issue 53 point 8: with PYTHONDONTWRITEBYTECODE set, a test module that clears the
     environment at import made the phases write `__pycache__` into the work tree under
     `-n 2`: this very session's key manifest went to `<sha>-dirty.json`."""
-    from conftest import MODELS, commit, git
+    from conftest import git
 
-    files = {"test_clears.py": CLEARS.replace("def test_cleared(n)",
-                                              "def test_cleared(model_case)"),
-             ".gitignore": ".compilecache/\nreport.json\n"}
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    commit(repo, "first", {"models.py": MODELS, "pytest.ini": "[pytest]\n", **files})
-    run = run_repo(repo, files, "-n", "2", env={"PYTHONDONTWRITEBYTECODE": "1"})
+    run, repo = cleared, cleared.path
     assert run.report is not None and run.report["checks"][0]["verdict"] == "pass", \
         run.out[-3000:]
     untracked = git(repo, "status", "--porcelain", "--untracked-files=all")

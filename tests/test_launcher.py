@@ -18,6 +18,7 @@ from pytest_compilecache.launch.state import LauncherState, default_dir, finds_b
 
 TESTS = '''
 import os
+import sys
 
 import pytest
 import torch
@@ -25,11 +26,17 @@ import torch
 from models import MLP
 from pytest_compilecache import ModelCase
 
+AT_IMPORT = "fsspec" in sys.modules
+
 
 @pytest.fixture
-def mlp():
+def mlp(request):
     # inference: the subject is how phases start (training runs forked in every other
     # session), CI time
+    import fsspec  # noqa: F401  the model's library, imported lazily (as transformers does)
+
+    with open(os.environ["SEEN_FILE"], "a") as f:
+        f.write(f"{request.node.name} {AT_IMPORT}\\n")
     return ModelCase(MLP(), example_inputs=(torch.randn(4, 16),))
 
 
@@ -70,10 +77,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, RepoRun]:
     # the variable changed between phases matters to the preloaded launcher alone; one
     # check of fresh interpreters is the reference (CI time)
     only = {"preloaded": (), "fresh": ("-k", "test_a_model_step")}
-    return {launcher: run_repo(tmp_path_factory.mktemp(f"launcher_{launcher}"), files,
-                               "--compile-cache-job-id=per-check",
-                               f"--compile-cache-launcher={launcher}", *only[launcher])
-            for launcher in ("preloaded", "fresh")}
+    runs = {}
+    for launcher in ("preloaded", "fresh"):
+        path = tmp_path_factory.mktemp(f"launcher_{launcher}")
+        runs[launcher] = run_repo(path, files, "--compile-cache-job-id=per-check",
+                                  f"--compile-cache-launcher={launcher}", *only[launcher],
+                                  env={"SEEN_FILE": str(path / "seen.txt")})
+    return runs
 
 
 @pytest.mark.slow
@@ -284,46 +294,20 @@ def test_installed_libraries_are_those_of_site_packages(tmp_path: Path) -> None:
     assert installed_libraries({"torch": torch, "models": mine, "torch.nn": torch.nn}) == ["torch"]
 
 
-LAZY = '''
-import os
-import sys
-
-import pytest
-import torch
-
-from models import MLP
-from pytest_compilecache import ModelCase
-
-AT_IMPORT = "fsspec" in sys.modules
-
-
-@pytest.fixture
-def mlp():
-    import fsspec  # noqa: F401  the model's library, imported lazily (as transformers does)
-
-    with open(os.environ["SEEN_FILE"], "a") as f:
-        f.write(f"{AT_IMPORT}\\n")
-    return ModelCase(MLP(), example_inputs=(torch.randn(4, 16),))
-
-
-@pytest.mark.compile_cache
-def test_lazy_library(mlp):
-    ...
-'''
-
-
 @pytest.mark.slow
 def test_a_library_the_cold_phase_imported_lazily_is_preloaded_for_the_warm_one(
-        tmp_path: Path) -> None:
+        runs: Dict[str, RepoRun]) -> None:
     """fsspec (a torch dependency that nothing preloads) is imported by the fixture only:
     the cold phase says so, and the other preloaded interpreter imports it while the cold
-    phase still runs; the verdict is the same."""
-    seen = tmp_path / "seen.txt"
-    run = run_repo(tmp_path / "repo", {"test_lazy.py": LAZY}, env={"SEEN_FILE": str(seen)})
-    c = run.check("test_lazy_library")
+    phase still runs; the verdict is the same. (The session's first check, as it was
+    alone in a session of its own: CI time.)"""
+    pre = runs["preloaded"]
+    c = pre.check("test_a_model_step")
     assert c["verdict"] == "pass" and c["launch"] == {"cold": "forked", "warm": "forked"}, \
-        run.out[-3000:]
-    assert seen.read_text().split() == ["False", "True"]
+        pre.out[-3000:]
+    seen = (pre.path / "seen.txt").read_text().splitlines()
+    assert [s.split()[1] for s in seen if s.startswith("test_a_model_step ")] == \
+        ["False", "True"], seen
 
 
 def test_after_the_workload_compile_workers_get_the_lowest_cpu_priority() -> None:
