@@ -26,11 +26,9 @@ def cmd_accept(args: argparse.Namespace) -> int:
         path = history.require_root(Path.cwd()) / ad.FILE
     except history.GitError as e:
         raise CliError(f"the accepted drift is kept in the repository: {e}") from None
-    if args.pytest_args and args.pytest_args[0] != "--":
-        raise CliError(f"options go before REF, pytest's arguments after --: "
-                       f"{' '.join(args.pytest_args)}")
-    if args.pytest_args:
-        _record_head(args.ref, args.pytest_args[1:])
+    pytest_args = _after_dashes(args.pytest_args)
+    if pytest_args:
+        _record_head(args.ref, pytest_args)
     pa, pb = files(args, [args.ref, args.head])
     a, b = load(pa), load(pb)
     base, head = as_manifest(a, pa), as_manifest(b, pb)
@@ -49,6 +47,22 @@ def cmd_accept(args: argparse.Namespace) -> int:
         f"{len(after)} check(s) accepted; commit it with the change: its diff is the review"
         if said else "nothing to change")]))
     return 0
+
+
+# accept's own options: after REF (with no `--`) they are misplaced, not pytest's
+_OWN_OPTIONS = ("--check", "--head", "--prune", "--store", "--environment")
+
+
+def _after_dashes(rest: List[str]) -> List[str]:
+    """pytest's arguments after `--`. argparse keeps that `--` before its remainder on
+    some Pythons and drops it on others (3.11.7 drops it: `accept main -- tests` came
+    as `tests`), so only one of accept's own options says an option came after REF."""
+    if rest[:1] == ["--"]:
+        return rest[1:]
+    if rest and rest[0].split("=")[0] in _OWN_OPTIONS:
+        raise CliError(f"options go before REF, pytest's arguments after --: "
+                       f"{' '.join(rest)}")
+    return rest
 
 
 def _record_head(ref: str, pytest_args: List[str]) -> None:

@@ -160,3 +160,25 @@ def test_accept_takes_options_before_ref_and_pytest_args_after_the_dashes(
     assert capsys.readouterr().err.strip() == (
         "pytest-compilecache accept: options go before REF, pytest's arguments after --: "
         "--prune")
+
+
+@pytest.mark.parametrize("argv", [["main", "--", "tests", "-m", "compile_cache"],
+                                  ["--prune", "main", "--", "tests", "-m", "compile_cache"]])
+def test_accept_takes_the_pytest_args_the_failure_names_after_the_dashes(
+        argv: list, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command a failing deploy names, `accept main -- <pytest args>`: argparse drops
+    the `--` on some Pythons, and the args must still reach the keys-only session."""
+    from pytest_compilecache import cliaccept
+
+    recorded: list = []
+
+    def record(ref: str, pytest_args: list) -> None:
+        recorded.append((ref, pytest_args))
+        raise SystemExit(0)
+
+    git(tmp_path, "init", "-q")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cliaccept, "_record_head", record)
+    with pytest.raises(SystemExit):
+        main(["accept", *argv])
+    assert recorded == [("main", ["tests", "-m", "compile_cache"])]
