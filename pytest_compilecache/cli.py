@@ -91,9 +91,9 @@ def cmd_trend(args: argparse.Namespace) -> int:
         raise CliError(f"no manifests in {root}/manifests"
                        + (f" for environment {args.environment}" if args.environment else "")
                        + ": a session with --compile-cache-check records them")
-    store = ManifestStore(root)
+    store, line = ManifestStore(root), history.on_line(root.parent)
     for env in envs:
-        history_ = trend.commits(store.recent(env, 4 * args.commits + 20), last=args.commits)
+        history_ = trend.commits(store.recent(env, 4 * args.commits + 20), args.commits, line)
         print(f"environment {env}:")
         count = functools.partial(history.count_between, root.parent)
         print("\n".join(trend.table_lines(trend.to_json(

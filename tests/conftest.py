@@ -120,6 +120,13 @@ def git(repo: Path, *args: str) -> str:
                           text=True).stdout.strip()
 
 
+def new_repo(path: Path) -> Path:
+    """An empty git repository at `path`, on branch main."""
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    return path
+
+
 def commit(repo: Path, message: str, files: Dict[str, str]) -> str:
     for name, text in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)

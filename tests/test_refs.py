@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
-from conftest import commit, git
+from conftest import commit, git, new_repo
 from pytest_compilecache.history import manifest as mf
 from pytest_compilecache.history.store import ManifestStore
 
@@ -28,9 +28,7 @@ def entry(fusion: str) -> Dict[str, Any]:
 
 
 def repo_with_store(tmp_path: Path) -> Dict[str, Any]:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = new_repo(tmp_path / "repo")
     first = commit(repo, "first", {"t.py": "x = 1\n"})
     git(repo, "checkout", "-q", "-b", "pr")
     second = commit(repo, "flip epilogue_fusion", {"t.py": "x = 2\n"})

@@ -215,3 +215,31 @@ def test_keys_changed_are_flagged_at_the_recording_that_changed_them_with_range_
     assert [(f.commit, f.what) for f in got] == [(s3, (
         f"keys changed since {s2} (1 commit(s); `pytest-compilecache bisect {s2} {s3}`): "
         f"inductor_config[fallback_random]"))]
+
+
+def test_a_sibling_branchs_commits_are_no_points_of_this_lines_trend(tmp_path: Path) -> None:
+    # issue 52, as a newcomer met it: the store held main, PR a (a config flip) and PR b
+    # (a model change), both branched from main; `trend` on PR b listed PR a's commit
+    # and flagged PR b's keys as changed "since" it, with PR a's component
+    from conftest import commit, git, new_repo
+    from pytest_compilecache.history.git import on_line
+
+    repo = new_repo(tmp_path / "repo")
+    base = commit(repo, "main", {"m.py": "x = 1\n"})
+    git(repo, "checkout", "-q", "-b", "pr-a")
+    sibling = commit(repo, "pr a", {"m.py": "x = 2\n"})
+    git(repo, "checkout", "-q", "-b", "pr-b", base)
+    tip = commit(repo, "pr b", {"m.py": "x = 3\n"})
+    placed = on_line(repo)
+    assert (placed(base), placed(tip), placed(sibling)) == (True, True, False)
+    assert placed("0" * 40)  # an object this clone lacks is not known to be off the line
+
+    def manifest(sha: str, when: int, key: str) -> Dict[str, Any]:
+        graphs = {"fx_graph:0/0": {"layer": "fx_graph", "key": key}}
+        return {"commit": {"sha": sha, "short": sha[:10], "dirty": False, "time": when},
+                "checks": {"t": {"verdict": "recorded", "graphs": graphs}}}
+
+    stored = [manifest(base, 1, "k0"), manifest(sibling, 2, "ka"), manifest(tip, 3, "kb")]
+    assert [c.sha for c in trend.commits(stored, 10, placed)] == [base, tip]
+    flagged = trend.flags(trend.commits(stored, 10, placed), count=lambda a, b: 1)
+    assert [f.what.split(" (")[0] for f in flagged] == [f"keys changed since {base[:10]}"]

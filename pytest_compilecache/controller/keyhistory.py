@@ -262,11 +262,13 @@ class KeyHistory:
         from pytest_compilecache.history import trend
         from pytest_compilecache.history.store import ManifestStore
 
+        from pytest_compilecache.history.git import on_line
+
         store, n = ManifestStore(self.store_path), self.settings.trend
-        out = []
+        out, line = [], on_line(self.config.rootpath, str(commit.get("sha") or "HEAD"))
         for env_id in store.environments_of(str(commit.get("sha") or "")):
             # read more than shown: a manifest's file time is its last write, not its commit's
-            history = trend.commits(store.recent(env_id, 4 * n + 20), last=n)
+            history = trend.commits(store.recent(env_id, 4 * n + 20), n, line)
             out.append({"environment": env_id, **trend.to_json(
                 history, self.settings.trend_alert, self._count, trend.store_explain(store))})
         return out

@@ -10,7 +10,7 @@ import contextlib
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from pytest_compilecache.history.untracked import SessionReads
 from pytest_compilecache.owndeps import import_own
@@ -136,6 +136,24 @@ def count_between(path: Path, older: str, newer: str) -> Optional[int]:
         return int(_repo(path).git.rev_list("--count", f"{older}..{newer}"))
     except Exception:  # a pruned or shallow history: the range is still named
         return None
+
+
+def on_line(path: Path, head: str = "HEAD") -> Callable[[str], bool]:
+    """Whether a commit is `head` or one of its ancestors: another branch's commits,
+    recorded in the same store, are no points of this line's trend. A commit git cannot
+    place (no repository, a shallow or pruned history) is kept, as before."""
+    try:
+        repo = _repo(path)
+        tip = repo.commit(head).hexsha
+    except Exception:  # no repository, no commit yet
+        return lambda sha: True
+
+    def placed(sha: str) -> bool:
+        try:
+            return sha == tip or bool(repo.is_ancestor(sha, tip))
+        except Exception:  # an object this clone lacks: not known here
+            return True
+    return placed
 
 
 @contextlib.contextmanager

@@ -80,13 +80,17 @@ class Flag:
     what: str
 
 
-def commits(manifests: Iterable[Dict[str, Any]], last: int = DEFAULT_COMMITS) -> List[Commit]:
+def commits(manifests: Iterable[Dict[str, Any]], last: int = DEFAULT_COMMITS,
+            on_line: Callable[[str], bool] = lambda sha: True) -> List[Commit]:
     """The last `last` clean commits of the manifests (one environment's), oldest first,
-    in commit time (the manifest's creation where a commit has none)."""
+    in commit time (the manifest's creation where a commit has none); `on_line`: whether
+    a commit is on the line the trend follows (history/git.on_line: HEAD's ancestors)."""
     out = []
     for m in manifests:
         c = m.get("commit") or {}
         if c.get("dirty") or not isinstance(c.get("sha"), str) or c.get("sha") == "unknown":
+            continue
+        if not on_line(c["sha"]):  # a sibling branch's: its key changes are not this line's
             continue
         when = c.get("time")
         commit = Commit(sha=c["sha"], short=str(c.get("short") or c["sha"][:10]),
