@@ -182,3 +182,16 @@ def test_accept_takes_the_pytest_args_the_failure_names_after_the_dashes(
     with pytest.raises(SystemExit):
         main(["accept", *argv])
     assert recorded == [("main", ["tests", "-m", "compile_cache"])]
+
+
+def test_a_stale_entry_whose_components_are_the_same_names_the_keys_that_changed() -> None:
+    # issue 52's newcomer: a custom op's backward edited after the accepted change gave
+    # "its check's drift is another now (example_inputs[1], gm; accepted: example_inputs[1],
+    # gm)": the same names on both sides, nothing said of what differs
+    again = mf.compare_check(BASE, entry("3", "True"))
+    why = ad.stale_reason(accepted_entry(), again)
+    assert why is not None and why.startswith(
+        "its check's keys changed again in the same components "
+        "(inductor_config[fallback_random]): "), why
+    assert ("aot_autograd:0/0 a1… -> a3…, accepted a1… -> a2…" in why
+            or "fx_graph:0/0 f1… -> f3…, accepted f1… -> f2…" in why), why

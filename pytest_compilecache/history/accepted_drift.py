@@ -94,8 +94,28 @@ def stale_reason(entry: Dict[str, Any], cmp: Optional[Dict[str, Any]]) -> Option
         return f"its check's keys no longer drift ({cmp.get('status')})"
     now = sorted({c["component"] for g in cmp["graphs"] for c in g.get("components", [])}
                  or {g["change"] for g in cmp["graphs"]})
+    said = entry.get("components") or ["?"]
+    if set(now) == set(said):  # the same parts changed, into other keys: name the keys
+        return ("its check's keys changed again in the same components (" + ", ".join(now[:6])
+                + "): " + _other_keys(entry, cmp))
     return ("its check's drift is another now (" + ", ".join(now[:6]) + "; accepted: "
-            + ", ".join((entry.get("components") or ["?"])[:6]) + ")")
+            + ", ".join(said[:6]) + ")")
+
+
+def _other_keys(entry: Dict[str, Any], cmp: Dict[str, Any]) -> str:
+    """The first changed graph whose keys the entry does not hold, both pairs shown."""
+    have = entry.get("graphs") or {}
+    for g in cmp.get("graphs") or []:
+        now = {"old": g.get("old_key"), "new": g.get("new_key")}
+        if have.get(g["graph"]) != now:
+            was = have.get(g["graph"])
+            return (f"{g['graph']} {_pair(now)}, accepted "
+                    + (_pair(was) if isinstance(was, dict) else "nothing for it"))
+    return "?"
+
+
+def _pair(keys: Dict[str, Any]) -> str:
+    return f"{str(keys.get('old'))[:10]}… -> {str(keys.get('new'))[:10]}…"
 
 
 def stale_lines(entries: Mapping[str, Dict[str, Any]], cmps: Mapping[str, Dict[str, Any]],
