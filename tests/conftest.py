@@ -72,6 +72,34 @@ def pytest_collection_modifyitems(config: Any, items: list) -> None:
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
+# A custom op with its own backward (the stale-entry cases edit the backward), under a
+# namespace each module names: `SCALED_SIN_OPS.replace("NS::", "mine::")`.
+SCALED_SIN_OPS = '''
+import torch
+
+
+@torch.library.custom_op("NS::scaled_sin", mutates_args=())
+def scaled_sin(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x) * 2.0
+
+
+@scaled_sin.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return grad * torch.cos(x)
+
+
+scaled_sin.register_autograd(_backward, setup_context=_setup)
+'''
+
 # One tiny model module shared by the model repos the tests build.
 MODELS = '''
 import torch

@@ -22,35 +22,11 @@ from typing import Any, Dict, List
 
 import pytest
 
-from conftest import NO_NUMPY, commit, git
+from conftest import NO_NUMPY, SCALED_SIN_OPS, commit, git
 
 pytestmark = pytest.mark.slow
 
-OPS = '''
-import torch
-
-
-@torch.library.custom_op("cctest::scaled_sin", mutates_args=())
-def scaled_sin(x: torch.Tensor) -> torch.Tensor:
-    return torch.sin(x) * 2.0
-
-
-@scaled_sin.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
-def _setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0])
-
-
-def _backward(ctx, grad):
-    (x,) = ctx.saved_tensors
-    return grad * torch.cos(x)
-
-
-scaled_sin.register_autograd(_backward, setup_context=_setup)
-'''
+OPS = SCALED_SIN_OPS.replace("NS::", "cctest::")
 
 MODEL = '''
 import torch
