@@ -91,10 +91,12 @@ def threads_env(world: int, threads: int) -> Dict[str, str]:
     return {"OMP_NUM_THREADS": str(max(1, threads // world))}
 
 
-def replica_env(replica: int, world: int, threads: int) -> Dict[str, str]:
+def replica_env(replica: int, replicas: int, threads: int) -> Dict[str, str]:
     """What a replica is told: which one it is (a fleet's launcher tells each of its
-    servers), and its share of the check's threads."""
-    return {REPLICA_ENV: str(replica), **threads_env(world, threads)}
+    servers), and its share of the check's threads: the same in every phase, the cold
+    replica's too (Inductor keys a CPU graph by its thread count,
+    cpp_runtime_thread_count: a cold replica with all the threads misses every warm)."""
+    return {REPLICA_ENV: str(replica), **threads_env(replicas, threads)}
 
 
 def free_port() -> int:
@@ -198,7 +200,7 @@ class FleetCheckRun(CheckRun):
             self.settings.threads
         self._here.cold = plan.name == "cold"
         env = rank_env(r, n, port, threads) if plan.process_group \
-            else replica_env(r, n, threads)
+            else replica_env(r, self.path.size, threads)
         try:
             rec, failure = self.run_phase(root, phase, extra=self._extra(plan, r, abort),
                                           env_extra={**self.path.phase_env(plan), **env})
