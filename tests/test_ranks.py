@@ -131,7 +131,7 @@ def test_replica_blind_pass():
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
     run = run_repo(tmp_path_factory.mktemp("repo_ranks"), {"test_ranks_bodies.py": BODIES},
-                   "-p", "no:randomly", timeout=900)
+                   "-p", "no:randomly", timeout=1500)
     assert run.report is not None, run.out[-3000:]
     checks = {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
     return {"run": run, "checks": checks, "out": run.out}

@@ -126,6 +126,9 @@ def test_cold_is_one_process_and_warm_every_replica_with_no_process_group() -> N
     assert [(ranked.processes(p), p.process_group) for p in ranked.phases] == [(3, True)] * 3
     assert controller.replica_env(1, 2, threads=2) == {
         "PYTEST_COMPILECACHE_REPLICA": "1", "OMP_NUM_THREADS": "1"}
+    [note] = controller.fresh_notes(["the warm.r1 phase ran in a fresh interpreter, x"],
+                                    "replica")
+    assert note.startswith("1 replica phase(s) (warm) ran in a fresh interpreter")
 
 
 def test_the_replicas_are_rows_under_their_check() -> None:

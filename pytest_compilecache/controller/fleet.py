@@ -158,7 +158,7 @@ class FleetCheckRun(CheckRun):
             for r in range(n):
                 self.snaps[rank_phase(plan.name, r)] = fs.snapshot(roots[r].watched)
             self._phase_timings(plan.name, n)
-        self.notes[:] = fresh_notes(self.notes)
+        self.notes[:] = fresh_notes(self.notes, self.path.noun)
         result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
         accepted.apply(result, self._accepted())
         return result
@@ -301,15 +301,15 @@ class FleetCheckRun(CheckRun):
 _FRESH = re.compile(r"^the (\S+)\.r\d+ phase ran in a fresh interpreter")
 
 
-def fresh_notes(notes: List[str]) -> List[str]:
-    """The ranks that ran in a fresh interpreter, one note: a phase's ranks start at
-    once, and a check's preloaded interpreter serves one of them."""
+def fresh_notes(notes: List[str], who: str = "rank") -> List[str]:
+    """The ranks (replicas) that ran in a fresh interpreter, one note: a phase's
+    processes start at once, and a check's preloaded interpreter serves one of them."""
     matches = [m for m in map(_FRESH.match, notes) if m]
     if not matches:
         return notes
     fresh = {m.string for m in matches}
     phases = ", ".join(dict.fromkeys(m.group(1) for m in matches))
     return [n for n in notes if n not in fresh] + [
-        f"{len(fresh)} rank phase(s) ({phases}) ran in a fresh interpreter, not forked from "
-        f"a preloaded one: the ranks of a phase start at once, and a check's preloaded "
+        f"{len(fresh)} {who} phase(s) ({phases}) ran in a fresh interpreter, not forked from "
+        f"a preloaded one: the {who}s of a phase start at once, and a check's preloaded "
         f"interpreter serves one of them"]
