@@ -242,7 +242,7 @@ def test_a_replica_blind_pass_is_a_replica_false_hit_naming_writer_and_loader(
     assert "writer and loader: replica 0 wrote it, replica 1 loaded it" in first
     assert "post_grad_custom_post_pass='fold-rank-v1', equal for both replicas" in first
     assert "what differs between the replicas is not in it" in first
-    assert "fix: key the custom graph pass's uuid() by what differs between the replicas" \
-        in first
+    fix = "fix: key the custom graph pass's uuid() by what differs between the replicas"
+    assert fix in first
     assert c["ranks"][0]["verdict"] == "pass" and c["ranks"][1]["verdict"] == "fail"
     assert not any(p.startswith("shared cache damaged") for p in c["problems"])

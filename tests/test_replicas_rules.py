@@ -124,8 +124,14 @@ def test_cold_is_one_process_and_warm_every_replica_with_no_process_group() -> N
     assert path.layout == "pinned"  # one server per GPU, each sees its own as cuda:0
     ranked = RankedRestart(3)
     assert [(ranked.processes(p), p.process_group) for p in ranked.phases] == [(3, True)] * 3
-    assert controller.replica_env(1, 2, threads=2) == {
+    # each replica told which one it is, with the same threads in every phase (a cold
+    # replica with all of them misses every warm one: cpp_runtime_thread_count)
+    cold, warm, _ = path.phases
+    assert controller.process_env(ReplicatedRestart(2), cold, 0, 0, threads=2) == {
+        "PYTEST_COMPILECACHE_REPLICA": "0", "OMP_NUM_THREADS": "1"}
+    assert controller.process_env(ReplicatedRestart(2), warm, 1, 0, threads=2) == {
         "PYTEST_COMPILECACHE_REPLICA": "1", "OMP_NUM_THREADS": "1"}
+    assert controller.process_env(ranked, ranked.phases[0], 1, 29500, threads=3)["RANK"] == "1"
     [note] = controller.fresh_notes(["the warm.r1 phase ran in a fresh interpreter, x"],
                                     "replica")
     assert note.startswith("1 replica phase(s) (warm) ran in a fresh interpreter")

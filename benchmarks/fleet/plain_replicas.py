@@ -88,8 +88,9 @@ def blind_pass(device: str) -> Any:
             for node in list(graph.nodes):
                 mul = node.op == "call_function" and node.target is torch.ops.aten.mul.Tensor
                 first = node.args[0] if mul else None
-                if isinstance(first, torch.fx.Node) and \
-                        first.target is torch.ops.aten.relu.default:
+                relu = isinstance(first, torch.fx.Node) and (
+                    first.target is torch.ops.aten.relu.default)
+                if relu:
                     node.args = (first, float(replica + 1))
 
         def uuid(self) -> str:

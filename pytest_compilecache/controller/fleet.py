@@ -73,8 +73,9 @@ def paths_for(item: Any, chosen: List[WarmStartPath], settings: Any) -> List[War
 
 
 def check_run(session: Any, item: Any, path: WarmStartPath) -> CheckRun:
-    return FleetCheckRun(session, item, path) if isinstance(path, FleetRestart) \
-        else CheckRun(session, item, path)
+    if isinstance(path, FleetRestart):
+        return FleetCheckRun(session, item, path)
+    return CheckRun(session, item, path)
 
 
 def rank_env(rank: int, world: int, port: int, threads: int) -> Dict[str, str]:
@@ -103,6 +104,16 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def process_env(path: FleetRestart, plan: PhasePlan, r: int, port: int, threads: int
+                ) -> Dict[str, str]:
+    """Process r's environment in its phase: torchrun's where the phase's processes
+    form a group, else a replica's; the check's threads shared by the path's N in every
+    phase, a phase of one process too."""
+    if plan.process_group:
+        return rank_env(r, path.processes(plan), port, threads)
+    return replica_env(r, path.size, threads)
 
 
 class FleetCheckRun(CheckRun):
@@ -196,11 +207,9 @@ class FleetCheckRun(CheckRun):
               ) -> Outcome:
         """One process, in its thread: an exception here is this process's error (the
         others are ended), never a thread that dies while they wait for it."""
-        n, phase, threads = self.path.processes(plan), rank_phase(plan.name, r), \
-            self.settings.threads
+        phase = rank_phase(plan.name, r)
         self._here.cold = plan.name == "cold"
-        env = rank_env(r, n, port, threads) if plan.process_group \
-            else replica_env(r, self.path.size, threads)
+        env = process_env(self.path, plan, r, port, self.settings.threads)
         try:
             rec, failure = self.run_phase(root, phase, extra=self._extra(plan, r, abort),
                                           env_extra={**self.path.phase_env(plan), **env})
