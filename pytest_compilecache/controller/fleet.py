@@ -30,33 +30,52 @@ from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
 from pytest_compilecache.paths.local import LocalRestart
 from pytest_compilecache.paths.fleet import FleetRestart
 from pytest_compilecache.paths.ranks import RankedRestart
+from pytest_compilecache.paths.replicas import ReplicatedRestart
+from pytest_compilecache.terms import REPLICA_ENV
 from pytest_compilecache.wire import PhaseRecord, PhaseSpec
 
 Outcome = Tuple[Optional[PhaseRecord], Optional[CheckResult]]
 
 
-def ranks_of(item: Any, settings: Any) -> int:
-    """The check's ranks: its marker's ranks=N, else the session's --compile-cache-ranks."""
+FLEETS = (("ranks", RankedRestart), ("replicas", ReplicatedRestart))
+
+
+def ranks_of(item: Any, settings: Any, what: str = "ranks") -> int:
+    """The check's ranks (or replicas: `what`): its marker's ranks=N, else the
+    session's --compile-cache-ranks."""
     marker = item.get_closest_marker("compile_cache")
-    if marker is not None and "ranks" in marker.kwargs:
-        return int(marker.kwargs["ranks"])
-    return int(getattr(settings, "ranks", 1) or 1)
+    if marker is not None and what in marker.kwargs:
+        return int(marker.kwargs[what])
+    return int(getattr(settings, what, 1) or 1)
+
+
+def fleet_of(item: Any, settings: Any) -> Tuple[str, int]:
+    """The check's fleet (ranks or replicas) and its size: its marker's, else the
+    session's (a marker of one overrides a session of the other)."""
+    marker = item.get_closest_marker("compile_cache")
+    marked = [what for what, _ in FLEETS if marker is not None and what in marker.kwargs]
+    for what in marked or [what for what, _ in FLEETS]:
+        n = ranks_of(item, settings, what)
+        if n > 1 or marked:
+            return what, n
+    return "", 1
 
 
 def paths_for(item: Any, chosen: List[WarmStartPath], settings: Any) -> List[WarmStartPath]:
-    """The paths a check takes: a multi-rank check the ranks' restart alone (the
-    `ranks` scenario, per check from its marker); a check marked ranks=1 in a session
-    of ranks, the local restart."""
-    n = ranks_of(item, settings)
+    """The paths a check takes: a multi-rank (replicated) check the ranks' (replicas')
+    restart alone (the `ranks` or `replicas` scenario, per check from its marker); a
+    check marked ranks=1 in a session of ranks, the local restart."""
+    what, n = fleet_of(item, settings)
     if n > 1:
-        return [p for p in chosen if isinstance(p, RankedRestart) and p.ranks == n] \
-            or [RankedRestart(n)]
+        cls = dict(FLEETS)[what]
+        return [p for p in chosen if type(p) is cls and p.size == n] or [cls(n)]
     return [p for p in chosen if not isinstance(p, FleetRestart)] or [LocalRestart()]
 
 
 def check_run(session: Any, item: Any, path: WarmStartPath) -> CheckRun:
-    return FleetCheckRun(session, item, path) if isinstance(path, FleetRestart) \
-        else CheckRun(session, item, path)
+    if isinstance(path, FleetRestart):
+        return FleetCheckRun(session, item, path)
+    return CheckRun(session, item, path)
 
 
 def rank_env(rank: int, world: int, port: int, threads: int) -> Dict[str, str]:
@@ -73,10 +92,28 @@ def threads_env(world: int, threads: int) -> Dict[str, str]:
     return {"OMP_NUM_THREADS": str(max(1, threads // world))}
 
 
+def replica_env(replica: int, replicas: int, threads: int) -> Dict[str, str]:
+    """What a replica is told: which one it is (a fleet's launcher tells each of its
+    servers), and its share of the check's threads: the same in every phase, the cold
+    replica's too (Inductor keys a CPU graph by its thread count,
+    cpp_runtime_thread_count: a cold replica with all the threads misses every warm)."""
+    return {REPLICA_ENV: str(replica), **threads_env(replicas, threads)}
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def process_env(path: FleetRestart, plan: PhasePlan, r: int, port: int, threads: int
+                ) -> Dict[str, str]:
+    """Process r's environment in its phase: torchrun's where the phase's processes
+    form a group, else a replica's; the check's threads shared by the path's N in every
+    phase, a phase of one process too."""
+    if plan.process_group:
+        return rank_env(r, path.processes(plan), port, threads)
+    return replica_env(r, path.size, threads)
 
 
 class FleetCheckRun(CheckRun):
@@ -116,7 +153,7 @@ class FleetCheckRun(CheckRun):
         self.roots.append(root)
         for plan in self.path.phases:
             self.phase_now, n = plan.name, self.path.processes(plan)
-            if plan.fresh_root and not needs_private(self.recs, n):
+            if plan.fresh_root and not needs_private(self.recs, n, self.path.fleet):
                 self.notes.append(f"no warm {who} loaded an entry only another {who} wrote: "
                                   f"the {plan.name} phase (each {who} over its own root) "
                                   f"was not run")
@@ -132,7 +169,7 @@ class FleetCheckRun(CheckRun):
             for r in range(n):
                 self.snaps[rank_phase(plan.name, r)] = fs.snapshot(roots[r].watched)
             self._phase_timings(plan.name, n)
-        self.notes[:] = fresh_notes(self.notes)
+        self.notes[:] = fresh_notes(self.notes, self.path.noun)
         result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
         accepted.apply(result, self._accepted())
         return result
@@ -170,10 +207,9 @@ class FleetCheckRun(CheckRun):
               ) -> Outcome:
         """One process, in its thread: an exception here is this process's error (the
         others are ended), never a thread that dies while they wait for it."""
-        n, phase, threads = self.path.processes(plan), rank_phase(plan.name, r), \
-            self.settings.threads
+        phase = rank_phase(plan.name, r)
         self._here.cold = plan.name == "cold"
-        env = rank_env(r, n, port, threads) if plan.process_group else threads_env(n, threads)
+        env = process_env(self.path, plan, r, port, self.settings.threads)
         try:
             rec, failure = self.run_phase(root, phase, extra=self._extra(plan, r, abort),
                                           env_extra={**self.path.phase_env(plan), **env})
@@ -274,15 +310,15 @@ class FleetCheckRun(CheckRun):
 _FRESH = re.compile(r"^the (\S+)\.r\d+ phase ran in a fresh interpreter")
 
 
-def fresh_notes(notes: List[str]) -> List[str]:
-    """The ranks that ran in a fresh interpreter, one note: a phase's ranks start at
-    once, and a check's preloaded interpreter serves one of them."""
+def fresh_notes(notes: List[str], who: str = "rank") -> List[str]:
+    """The ranks (replicas) that ran in a fresh interpreter, one note: a phase's
+    processes start at once, and a check's preloaded interpreter serves one of them."""
     matches = [m for m in map(_FRESH.match, notes) if m]
     if not matches:
         return notes
     fresh = {m.string for m in matches}
     phases = ", ".join(dict.fromkeys(m.group(1) for m in matches))
     return [n for n in notes if n not in fresh] + [
-        f"{len(fresh)} rank phase(s) ({phases}) ran in a fresh interpreter, not forked from "
-        f"a preloaded one: the ranks of a phase start at once, and a check's preloaded "
+        f"{len(fresh)} {who} phase(s) ({phases}) ran in a fresh interpreter, not forked from "
+        f"a preloaded one: the {who}s of a phase start at once, and a check's preloaded "
         f"interpreter serves one of them"]
