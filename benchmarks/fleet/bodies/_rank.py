@@ -57,10 +57,17 @@ def _keep_key_bytes() -> None:
 
 
 def start() -> int:
-    """The process group (gloo), torchrun's env rendezvous; returns the rank."""
+    """The process group (gloo), torchrun's env rendezvous; returns the rank.
+    plain_once.py's compiling process (PLAIN_ONCE_GROUP=fake) makes a fake group of
+    WORLD_SIZE ranks, itself rank 0, as torchtitan's precompile_main.py does; a replica
+    (PLAIN_ONCE_GROUP=none) makes none."""
     if os.environ.get("PLAIN_PAIR_KEYS") == "1":
         _keep_key_bytes()
-    dist.init_process_group("gloo")
+    group = os.environ.get("PLAIN_ONCE_GROUP", "gloo")
+    if group == "fake":
+        dist.init_process_group("fake", rank=RANK, world_size=int(os.environ["WORLD_SIZE"]))
+    elif group != "none":
+        dist.init_process_group(group)
     return RANK
 
 
@@ -78,4 +85,5 @@ def finish(out: torch.Tensor, losses: Optional[List[float]] = None) -> None:
     }
     torch.save(out.detach(), OUT / f"rank{RANK}.pt")
     (OUT / f"rank{RANK}.json").write_text(json.dumps(result))
-    dist.destroy_process_group()
+    if dist.is_initialized():
+        dist.destroy_process_group()
