@@ -48,8 +48,9 @@ class PhaseSpec(TypedDict, total=False):
     save_outputs: str
     compare_outputs: str
     python_seed: int      # seeds Python's random and numpy's instead of `seed` (replay.py)
-    rank: int             # a multi-rank check's rank (controller/ranks.py, child/ranks.py)
-    world_size: int
+    rank: int             # a fleet phase's process index (controller/fleet.py, child/ranks.py)
+    world_size: int       # the phase's processes
+    process_group: bool   # they form one process group (ranks), else independent (replicas)
     ranks_abort: str      # the file that says another rank of the phase failed
 
 # -- the cache record (probe.py's CacheObserver.record) --------------------------------

@@ -14,7 +14,7 @@ from typing import Any, Dict
 import pytest
 
 from pytest_compilecache.case import marker_problem
-from pytest_compilecache.controller import ranks as controller
+from pytest_compilecache.controller import fleet as controller
 from pytest_compilecache.judge import ranks
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import parse_rank_layout

@@ -23,6 +23,9 @@ No BODY, or `all`, runs every body (about 4 minutes on 2 cores). Bodies:
                    over a cpu DeviceMesh), torch.compile'd, inference
   rank_input_pass  tests/test_ranks.py's rank-blind pass: the rank's scale, an input,
                    folded into a constant (the compile agrees with eager on its rank)
+  ag_bucket        pytorch#188332's shape: two all-gathers that Inductor's
+                   bucket_all_gathers_fx pass merges into one, writing the rank into
+                   the graph after the FX key is computed
 
 It prints one table row per body, launch and rank: FX graph cache hits/misses
 (counters["inductor"]["fxgraph_cache_hit"/"fxgraph_cache_miss"]), AOTAutograd cache
@@ -56,8 +59,10 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-BODIES = ("ddp", "rank_blind_pass", "rank_keyed_pass", "tp_mlp", "rank_input_pass")
+BODIES = ("ddp", "rank_blind_pass", "rank_keyed_pass", "tp_mlp", "rank_input_pass",
+          "ag_bucket")
 LAUNCHES = ("cold", "warm", "private")
+DEVICES = ("cpu", "cuda:index", "cuda:pinned")
 HERE = Path(__file__).resolve().parent
 
 
@@ -68,7 +73,8 @@ def launch(body: str, name: str, root: Path, nproc: int, keys: bool,
     out.mkdir(parents=True)
     shared = root / "shared" / "inductor"
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TORCHINDUCTOR_", "TRITON_", "PLAIN_PAIR_"))}
+           if not k.startswith(("TORCHINDUCTOR_", "TRITON_", "PLAIN_PAIR_"))
+           or k == "PLAIN_PAIR_DEVICE"}
     env.update(TORCHINDUCTOR_CACHE_DIR=str(shared), TRITON_CACHE_DIR=str(shared / "triton"),
                TORCHINDUCTOR_FX_GRAPH_CACHE="1", TORCHINDUCTOR_AUTOGRAD_CACHE="1",
                PLAIN_PAIR_OUT=str(out), PLAIN_PAIR_KEYS="1" if keys else "0",
@@ -173,7 +179,9 @@ def run_body(body: str, root: Path, nproc: int, keys: bool, seed: Optional[str])
 
 def run_all(names: List[str], root: Path, nproc: int, keys: bool,
             seed: Optional[str]) -> None:
-    print(f"torch {torch.__version__}, {nproc} ranks, gloo; launch command: "
+    backend = "gloo" if os.environ["PLAIN_PAIR_DEVICE"] == "cpu" else "nccl"
+    print(f"torch {torch.__version__}, {nproc} ranks, {backend} "
+          f"({os.environ['PLAIN_PAIR_DEVICE']}); launch command: "
           f"python -m torch.distributed.run --standalone --nproc-per-node {nproc} BODY"
           + (f"; PYTHONHASHSEED={seed}" if seed is not None else "") + "\n")
     print("| body | launch | rank | fx hit/miss | aot hit/miss | outputs | vs private rank | "
@@ -193,7 +201,11 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help="keep and compare the bytes of each FX key (the docstring)")
     parser.add_argument("--pythonhashseed", metavar="N",
                         help="PYTHONHASHSEED for every launch (the docstring)")
+    parser.add_argument("--device", choices=DEVICES, default="cpu",
+                        help="cpu (gloo); cuda:index (NCCL, rank r on cuda:r) or "
+                        "cuda:pinned (NCCL, each rank sees only its GPU, as cuda:0)")
     args = parser.parse_args(argv)
+    os.environ["PLAIN_PAIR_DEVICE"] = args.device
     names = list(BODIES) if args.bodies in ([], ["all"]) else args.bodies
     unknown = [n for n in names if n not in BODIES]
     if unknown:

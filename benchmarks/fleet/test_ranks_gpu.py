@@ -7,7 +7,9 @@ tests/test_ranks.py on CUDA, 2 ranks over NCCL, one GPU per rank.
 The plain torchrun pair on 2 x H200 (docs/fleet.md): DDP hits FX 2 / AOT 1 per rank warm;
 with each rank on cuda:N (`index`) the rank-blind pass is no false hit (the device index
 is in the key), with each rank seeing its GPU as cuda:0 (`pinned`) rank 1 loads rank 0's
-entry and runs with its constant.
+entry and runs with its constant. The tensor-parallel MLP and pytorch#188332's all-gather
+bucketing (`python benchmarks/fleet/plain_pair.py tp_mlp ag_bucket --device
+cuda:index|cuda:pinned` is their plain pair) run in both layouts too.
 """
 import pytest
 import torch
@@ -66,3 +68,35 @@ def test_ddp():
 @pytest.mark.compile_cache(ranks=2)
 def test_rank_blind_pass():
     assert scaled(keyed=False).shape == (4, 8)
+
+
+@pytest.mark.compile_cache(ranks=2)
+def test_tp_mlp():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel, RowwiseParallel, parallelize_module)
+
+    mesh = init_device_mesh("cuda", (dist.get_world_size(),))
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16)).to(device())
+    parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    with torch.no_grad():
+        out = torch.compile(mlp)(torch.randn(4, 16, device=device()))
+    assert out.shape == (4, 16)
+
+
+@pytest.mark.compile_cache(ranks=2)
+def test_ag_bucket():
+    """pytorch#188332: the bucketing pass writes the rank into the graph after the key."""
+    import torch.distributed._functional_collectives as funcol
+
+    torch._inductor.config.bucket_all_gathers_fx = "all"
+
+    def gathered(a, b):
+        ga = funcol.all_gather_tensor(a, 0, dist.group.WORLD)
+        gb = funcol.all_gather_tensor(b, 0, dist.group.WORLD)
+        return torch.cat([ga * 2, gb + 1])
+
+    torch.manual_seed(dist.get_rank())
+    a, b = torch.randn(4, 8, device=device()), torch.randn(4, 8, device=device())
+    assert torch.compile(gathered)(a, b).shape == (16, 8)

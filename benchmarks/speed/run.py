@@ -155,6 +155,31 @@ def describe(xs: List[float]) -> str:
     return f"{statistics.median(xs):.1f} [{min(xs):.1f}-{max(xs):.1f}]"
 
 
+SESSION_LIMIT = 1.15  # issue 54: a session at most 1.15x its phases' compile+run
+LAUNCHER_GAIN = 0.95  # the preloaded launcher stays where it saves 5% of session wall
+
+
+def print_limits(models: List[str], launchers: List[str],
+                 walls: Dict[str, Dict[str, List[float]]],
+                 splits: Dict[str, Dict[str, List[object]]]) -> None:
+    """Each round's ratios against their limits: session wall / its phases' compile+run
+    (cold s + warm s), and preloaded session wall / fresh session wall."""
+    print(f"\nagainst the limits: session / compile+run (limit {SESSION_LIMIT}); "
+          f"preloaded / fresh (kept where <= {LAUNCHER_GAIN})")
+    for m in models:
+        for k in launchers:
+            for x, sp in zip(walls[m].get(k, []), splits[m].get(k, [])):
+                runs = [sp[ph]["s"] for ph in ("cold", "warm")]  # type: ignore[index]
+                if None not in runs:
+                    cr = sum(runs)
+                    print(f"{m} {k}: session {x:.1f} s / compile+run {cr:.1f} s = "
+                          f"{x / cr:.2f}" + (" over" if x / cr > SESSION_LIMIT else ""))
+        pre, fresh = walls[m].get("preloaded", []), walls[m].get("fresh", [])
+        for r, (x, y) in enumerate(zip(pre, fresh)):
+            print(f"{m} round {r}: preloaded {x:.1f} s / fresh {y:.1f} s = {x / y:.3f}"
+                  + (" (keeps its place)" if x / y <= LAUNCHER_GAIN else " (under 5%)"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
@@ -241,6 +266,7 @@ def main() -> None:
             sess = [x["session"] for x in runs if x.get("session") is not None]  # type: ignore[union-attr]
             if sess:
                 print(f"{m} {k} session wall minus its phase processes: {describe(sess)}")
+    print_limits(models, launchers, walls, splits)
     (out / "speed.json").write_text(json.dumps({"walls": walls, "splits": splits}, indent=1))
     if a.profile:
         text = profiles(out / "prof")

@@ -36,6 +36,7 @@ class RankGroup:
     def __init__(self, result: Dict[str, Any], spec: Mapping[str, Any], device: Optional[str]
                  ) -> None:
         self.rank, self.world = int(spec["rank"]), int(spec["world_size"])
+        self.grouped = bool(spec.get("process_group", True))
         self.backend = "nccl" if device == "cuda" else "gloo"
         self.writes: Dict[str, str] = {}  # file, relative to the inductor dir -> sha256
         self.record: Dict[str, Any] = {"rank": self.rank, "world_size": self.world,
@@ -46,10 +47,14 @@ class RankGroup:
         _watch_abort(spec.get("ranks_abort"), self.rank)
 
     def start(self) -> None:
-        """The group, from torchrun's environment (the controller set it)."""
+        """The group, from torchrun's environment (the controller set it), where the
+        phase's processes form one (ranks; replicas do not): the writes observed in
+        either case."""
         import torch.distributed as dist
 
         self._undo = _spy_writes(self.writes)
+        if not self.grouped:
+            return
         t0 = time.monotonic()
         dist.init_process_group(self.backend,
                                 timeout=datetime.timedelta(seconds=self._timeout))

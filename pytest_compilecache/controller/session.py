@@ -18,7 +18,7 @@ import pytest
 
 from pytest_compilecache import adopted, paths
 from pytest_compilecache.controller import diskspace
-from pytest_compilecache.controller.ranks import check_run, paths_for
+from pytest_compilecache.controller.fleet import check_run, paths_for
 from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.limits import LATER_FACTOR, LATER_FLOOR_S
 from pytest_compilecache.controller.keyhistory import KeyHistory

@@ -50,6 +50,10 @@ class PhasePlan:
     python_seed: Optional[int] = None  # Python's random and numpy's from this seed, not the
     #                                    check's (child/replay.py); run only where an earlier
     #                                    phase drew from them, and compares no outputs
+    fleet: bool = False  # runs as the path's N processes started together (a fleet path's
+    #                      `size`, paths/fleet.py), each its own record; else one process
+    process_group: bool = False  # those N form one process group (torchrun's ranks), else
+    #                              N independent processes (replicas)
 
     @property
     def starts_warm(self) -> bool:

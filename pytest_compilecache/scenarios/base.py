@@ -21,10 +21,11 @@ class Scenario:
     the value of the option given without one), stored under `dest` in the settings and
     the JSON report's "settings"; `stands_in` ALONE or FOR_LOCAL.
 
-    Seams left for the next scenarios (not built here): a scenario switched on per check
-    by the marker (`@pytest.mark.compile_cache(ranks=2)`) would read the marker where
-    `value` reads the settings, and a phase of N processes started together (ranks,
-    replicas) belongs to the path the scenario names (`PhasePlan`), not to this class.
+    A scenario switched on per check by the marker (`@pytest.mark.compile_cache(ranks=2)`)
+    has it read where `value` reads the settings (controller/fleet.paths_for), and how
+    many processes run each phase, and whether they form a process group, belongs to
+    the path the scenario names (`PhasePlan.fleet`, `.process_group`: paths/fleet.py),
+    not to this class.
     """
     name = ""
     switch = ""

@@ -1,7 +1,7 @@
 """The ranks of one job over one cache (--compile-cache-ranks=N, ini compile_cache_ranks):
 the `ranks` path alone, each check's phases run as N ranks (paths/ranks.py). A check's
 marker `compile_cache(ranks=N)` switches it on for that check alone
-(controller/ranks.paths_for reads the marker where `value` reads the settings)."""
+(controller/fleet.paths_for reads the marker where `value` reads the settings)."""
 from __future__ import annotations
 
 import argparse

@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import List, Optional
 
 RANK = int(os.environ["RANK"])
+LOCAL_RANK = int(os.environ.get("LOCAL_RANK", RANK))
+DEVICE = os.environ.get("PLAIN_PAIR_DEVICE", "cpu")  # cpu, cuda:index or cuda:pinned
+if DEVICE == "cuda:pinned":  # each rank sees only its GPU, as cuda:0
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(LOCAL_RANK)
 _PRIVATE = os.environ.get("PLAIN_PAIR_PRIVATE")
 if _PRIVATE:  # the private-dir launch: this rank's own root
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = f"{_PRIVATE}/rank{RANK}/inductor"
@@ -56,18 +60,30 @@ def _keep_key_bytes() -> None:
     aot.AOTAutogradCachePickler.get_hash = get_hash  # type: ignore[method-assign]
 
 
+def device() -> torch.device:
+    """This rank's device: the CPU, cuda:<local rank>, or its only GPU as cuda:0."""
+    if DEVICE == "cpu":
+        return torch.device("cpu")
+    return torch.device("cuda", 0 if DEVICE == "cuda:pinned" else LOCAL_RANK)
+
+
 def start() -> int:
-    """The process group (gloo), torchrun's env rendezvous; returns the rank.
-    plain_once.py's compiling process (PLAIN_ONCE_GROUP=fake) makes a fake group of
-    WORLD_SIZE ranks, itself rank 0, as torchtitan's precompile_main.py does; a replica
-    (PLAIN_ONCE_GROUP=none) makes none."""
+    """The process group (gloo on CPU, NCCL on CUDA), torchrun's env rendezvous;
+    returns the rank. plain_once.py's compiling process (PLAIN_ONCE_GROUP=fake) makes a
+    fake group of WORLD_SIZE ranks, itself rank 0, as torchtitan's precompile_main.py
+    does; a replica (PLAIN_ONCE_GROUP=none) makes none."""
     if os.environ.get("PLAIN_PAIR_KEYS") == "1":
         _keep_key_bytes()
-    group = os.environ.get("PLAIN_ONCE_GROUP", "gloo")
+    group = os.environ.get("PLAIN_ONCE_GROUP")
     if group == "fake":
         dist.init_process_group("fake", rank=RANK, world_size=int(os.environ["WORLD_SIZE"]))
-    elif group != "none":
-        dist.init_process_group(group)
+    elif group == "none":
+        pass
+    elif DEVICE == "cpu":
+        dist.init_process_group("gloo")
+    else:
+        torch.cuda.set_device(device())
+        dist.init_process_group("nccl", device_id=device())
     return RANK
 
 
@@ -83,7 +99,7 @@ def finish(out: torch.Tensor, losses: Optional[List[float]] = None) -> None:
         "losses": losses,
         "checksum": out.double().sum().item(),
     }
-    torch.save(out.detach(), OUT / f"rank{RANK}.pt")
+    torch.save(out.detach().cpu(), OUT / f"rank{RANK}.pt")
     (OUT / f"rank{RANK}.json").write_text(json.dumps(result))
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -1,14 +1,15 @@
-"""The phases of a multi-rank check (`compile_cache(ranks=N)`, --compile-cache-ranks):
-each phase's N ranks started together, as torchrun starts a node's (env rendezvous on a
-free local port; the process group itself is child/ranks.py's), each in the phase's
-cache root (the one the ranks share, or for `private` one each: paths/ranks.py).
+"""The phases of a fleet path (paths/fleet.py: the ranks of `compile_cache(ranks=N)`),
+each with its own number of processes (`FleetRestart.processes`): one, or N started
+together, as torchrun starts a node's ranks (env rendezvous on a free local port where
+the phase's processes form a process group; the group itself is child/ranks.py's), each
+in the phase's cache root (the one they share, or for a fresh-root phase one each).
 
-The ranks of a phase wait for each other in every collective, so they start, run and
-end as one: each holds its device slot (one GPU per rank, leased in the GPUs' order so
-that two multi-rank checks never wait on each other's; on CPU the ranks share one slot),
-gets the phase's time limit, and where one fails the others are ended at once (an
-abort file their watcher reads) instead of waiting out the group's timeout; each
-rank's error is reported as that rank's.
+The processes of a phase start, run and end as one (ranks wait for each other in every
+collective): each holds its device slot (one GPU per process, leased in the GPUs' order
+so that two such checks never wait on each other's; on CPU they share one slot), gets
+the phase's time limit, and where one fails the others are ended at once (an abort file
+their watcher reads) instead of waiting out the group's timeout; each process's error
+is reported as its own.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from pytest_compilecache.judge.ranks import needs_private, rank_phase
 from pytest_compilecache.model import CheckResult, error_result
 from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
 from pytest_compilecache.paths.local import LocalRestart
+from pytest_compilecache.paths.fleet import FleetRestart
 from pytest_compilecache.paths.ranks import RankedRestart
 from pytest_compilecache.wire import PhaseRecord, PhaseSpec
 
@@ -49,11 +51,11 @@ def paths_for(item: Any, chosen: List[WarmStartPath], settings: Any) -> List[War
     if n > 1:
         return [p for p in chosen if isinstance(p, RankedRestart) and p.ranks == n] \
             or [RankedRestart(n)]
-    return [p for p in chosen if not isinstance(p, RankedRestart)] or [LocalRestart()]
+    return [p for p in chosen if not isinstance(p, FleetRestart)] or [LocalRestart()]
 
 
 def check_run(session: Any, item: Any, path: WarmStartPath) -> CheckRun:
-    return RankedCheckRun(session, item, path) if isinstance(path, RankedRestart) \
+    return FleetCheckRun(session, item, path) if isinstance(path, FleetRestart) \
         else CheckRun(session, item, path)
 
 
@@ -63,7 +65,12 @@ def rank_env(rank: int, world: int, port: int, threads: int) -> Dict[str, str]:
     return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
             "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
             "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0",
-            "OMP_NUM_THREADS": str(max(1, threads // world))}
+            **threads_env(world, threads)}
+
+
+def threads_env(world: int, threads: int) -> Dict[str, str]:
+    """The check's threads shared by the phase's processes."""
+    return {"OMP_NUM_THREADS": str(max(1, threads // world))}
 
 
 def free_port() -> int:
@@ -72,11 +79,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class RankedCheckRun(CheckRun):
-    """A CheckRun whose every phase is N ranks at once; the records are per rank
-    (`cold.r0`, `cold.r1`, ...), judged by the path (judge/ranks.py)."""
+class FleetCheckRun(CheckRun):
+    """A CheckRun whose phases each run as one process or N at once (the path's
+    `processes(plan)`); the records are per process (`cold.r0`, `warm.r1`, ...),
+    judged by the path (judge/ranks.py)."""
 
-    path: RankedRestart
+    path: FleetRestart
 
     def __init__(self, *args: Any) -> None:
         self._here = threading.local()  # which phase this rank's thread runs
@@ -103,21 +111,22 @@ class RankedCheckRun(CheckRun):
         self._lane = value
 
     def phases(self) -> CheckResult:
-        nodeid, n = self.item.nodeid, self.path.ranks
+        nodeid, who = self.item.nodeid, self.path.noun
         root = CacheRoot.create(nodeid, self.settings.root)
         self.roots.append(root)
         for plan in self.path.phases:
-            self.phase_now = plan.name
+            self.phase_now, n = plan.name, self.path.processes(plan)
             if plan.fresh_root and not needs_private(self.recs, n):
-                self.notes.append("no warm rank loaded an entry only another rank wrote: "
-                                  "the private phase (each rank over its own root) was not run")
+                self.notes.append(f"no warm {who} loaded an entry only another {who} wrote: "
+                                  f"the {plan.name} phase (each {who} over its own root) "
+                                  f"was not run")
                 break
             roots = [root] * n
-            if plan.fresh_root:  # each rank its own: no other rank writes it
-                roots = [CacheRoot.create(f"{nodeid}-rank{r}", self.settings.root)
+            if plan.fresh_root:  # each process its own: no other process writes it
+                roots = [CacheRoot.create(f"{nodeid}-{who}{r}", self.settings.root)
                          for r in range(n)]
                 self.roots += roots
-            failed = self._run_ranks(plan, roots)
+            failed = self._run_processes(plan, roots)
             if failed is not None:
                 return failed
             for r in range(n):
@@ -128,12 +137,13 @@ class RankedCheckRun(CheckRun):
         accepted.apply(result, self._accepted())
         return result
 
-    def _run_ranks(self, plan: PhasePlan, roots: List[CacheRoot]) -> Optional[CheckResult]:
-        n, port = self.path.ranks, free_port()
+    def _run_processes(self, plan: PhasePlan, roots: List[CacheRoot]
+                       ) -> Optional[CheckResult]:
+        n, port = self.path.processes(plan), free_port()
         abort = self.roots[0].phases / f"{plan.name}.abort"
         outcomes: List[Outcome] = [(None, None)] * n
         try:
-            with self._leases(plan.name) as held:
+            with self._leases(plan) as held:
                 self._held = held
 
                 def one(r: int) -> None:
@@ -158,14 +168,15 @@ class RankedCheckRun(CheckRun):
 
     def _rank(self, plan: PhasePlan, r: int, root: CacheRoot, port: int, abort: Any
               ) -> Outcome:
-        """One rank, in its thread: an exception here is this rank's error (the
+        """One process, in its thread: an exception here is this process's error (the
         others are ended), never a thread that dies while they wait for it."""
-        n, phase, threads = self.path.ranks, rank_phase(plan.name, r), self.settings.threads
+        n, phase, threads = self.path.processes(plan), rank_phase(plan.name, r), \
+            self.settings.threads
         self._here.cold = plan.name == "cold"
+        env = rank_env(r, n, port, threads) if plan.process_group else threads_env(n, threads)
         try:
             rec, failure = self.run_phase(root, phase, extra=self._extra(plan, r, abort),
-                                          env_extra={**self.path.phase_env(plan),
-                                                     **rank_env(r, n, port, threads)})
+                                          env_extra={**self.path.phase_env(plan), **env})
         except Exception:
             rec, failure = None, error_result(
                 self.item.nodeid, phase, "could not be run: pytest-compilecache failed in the "
@@ -174,21 +185,29 @@ class RankedCheckRun(CheckRun):
         if failure is not None or rec is None:
             with contextlib.suppress(FileExistsError, OSError):  # the first failure says
                 with open(abort, "x") as f:
-                    f.write(f"rank {r} of the {plan.name} phase failed")
+                    f.write(f"{self.path.noun} {r} of the {plan.name} phase failed")
         return rec, failure
 
     def _extra(self, plan: PhasePlan, r: int, abort: Any) -> PhaseSpec:
-        """A rank's spec: its rank, the abort file, its outputs (in the first root)."""
+        """A process's spec: its index, whether it joins a process group, the abort
+        file, its outputs (in the first root)."""
         phases = self.roots[0].phases
-        extra: PhaseSpec = {"path": self.path.name, "rank": r, "world_size": self.path.ranks,
-                            "ranks_abort": str(abort),
-                            "cold_outputs": str(phases / f"{rank_phase('cold', r)}-outputs.pt")}
+        extra: PhaseSpec = {"path": self.path.name, "rank": r,
+                            "world_size": self.path.processes(plan),
+                            "process_group": plan.process_group, "ranks_abort": str(abort),
+                            "cold_outputs": str(phases / f"{self._peer('cold', r)}-outputs.pt")}
         if plan.keeps_outputs:
             extra["save_outputs"] = str(phases / f"{rank_phase(plan.name, r)}-outputs.pt")
         if plan.compare_with:
             extra["compare_outputs"] = str(
-                phases / f"{rank_phase(plan.compare_with, r)}-outputs.pt")
+                phases / f"{self._peer(plan.compare_with, r)}-outputs.pt")
         return extra
+
+    def _peer(self, phase: str, r: int) -> str:
+        """The process of an earlier phase that process `r` is held to: its own where
+        that phase ran as many, else that phase's one (process 0)."""
+        plan = next(p for p in self.path.phases if p.name == phase)
+        return rank_phase(phase, r if r < self.path.processes(plan) else 0)
 
     def _failed(self, phase: str, outcomes: List[Outcome]) -> Optional[CheckResult]:
         """The phase's error, each failed rank's own (the ranks the abort ended, said)."""
@@ -197,16 +216,17 @@ class RankedCheckRun(CheckRun):
                   for r, (rec, f) in enumerate(outcomes) if f is not None or rec is None]
         if not failed:
             return None
-        text = "\n".join(f"rank {r}: {f.error}" for r, f in failed)
+        noun = self.path.noun
+        text = "\n".join(f"{noun} {r}: {f.error}" for r, f in failed)
         who = " and ".join(str(r) for r, _ in failed)
-        res = error_result(self.item.nodeid, phase, f"failed on rank {who} of "
-                           f"{len(outcomes)} (the first rank to fail ends the others of "
+        res = error_result(self.item.nodeid, phase, f"failed on {noun} {who} of "
+                           f"{len(outcomes)} (the first {noun} to fail ends the others of "
                            f"its phase):\n{text}", "", self.timings)
         res.via = self.path.via
         return res
 
     def _phase_timings(self, phase: str, n: int) -> None:
-        """The phase's times: its slowest rank's (the ranks end together)."""
+        """The phase's times: its slowest process's (they end together)."""
         for what in ("s", "process_s"):
             each = [self.timings.get(f"{rank_phase(phase, r)}_{what}") for r in range(n)]
             known = [t for t in each if t is not None]
@@ -214,34 +234,35 @@ class RankedCheckRun(CheckRun):
                 self.timings[f"{phase}_{what}"] = max(known)
 
     @contextlib.contextmanager
-    def _leases(self, phase: str) -> Iterator[List[Any]]:
-        """Every rank's slot for the phase: one GPU per rank, in the GPUs' order; on
-        CPU one slot the ranks share."""
+    def _leases(self, plan: PhasePlan) -> Iterator[List[Any]]:
+        """Every process's slot for the phase: one GPU per process, in the GPUs'
+        order; on CPU one slot they share."""
         pool = self.session.slot_pool()
         devices = list(dict.fromkeys(sl.device for sl in pool.slots))
-        n = self.path.ranks
+        n, noun, size = self.path.processes(plan), self.path.noun, self.path.size
         gpus = [d for d in devices if d != "cpu"]
         if gpus and len(gpus) < n:
-            raise OSError(f"ranks={n} needs {n} GPUs, one per rank; this session has "
-                          f"{len(gpus)} ({', '.join(gpus)}): --compile-cache-gpus")
+            raise OSError(f"{self.path.name}={size} needs {n} GPUs, one per {noun}; this "
+                          f"session has {len(gpus)} ({', '.join(gpus)}): --compile-cache-gpus")
         wanted = gpus[:n] if gpus else ["cpu"]
         with contextlib.ExitStack() as stack:
-            held = [stack.enter_context(pool.lease(f"{self.item.nodeid} [{phase}, rank {r}]",
-                                                   device=d)) for r, d in enumerate(wanted)]
+            held = [stack.enter_context(pool.lease(
+                f"{self.item.nodeid} [{plan.name}, {noun} {r}]", device=d))
+                for r, d in enumerate(wanted)]
             yield held
 
     @contextlib.contextmanager
     def lease(self, phase: str, env: Dict[str, str], spec: PhaseSpec, spec_path: Any
               ) -> Iterator[Any]:
-        """A rank's slot, held for the whole phase (`_leases`), and its GPU: every rank
-        sees the ranks' GPUs and runs on cuda:<local rank> (`index`), or sees only its
-        own, as cuda:0 (`pinned`)."""
+        """A process's slot, held for the whole phase (`_leases`), and its GPU: every
+        process sees the phase's GPUs and runs on cuda:<its index> (`index`), or sees
+        only its own, as cuda:0 (`pinned`): the path's layout, else the session's."""
         import json
 
         r = int(spec["rank"])
         lease = self._held[r % len(self._held)]
         gpus = [h.slot.device for h in self._held if h.slot.device != "cpu"]
-        if gpus and self.settings.rank_layout == "pinned":
+        if gpus and (self.path.layout or self.settings.rank_layout) == "pinned":
             env.update(lease.slot.env())
         elif gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
