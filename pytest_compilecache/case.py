@@ -61,9 +61,14 @@ def marker_problem(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[s
     if args:
         return (f"positional argument(s) {', '.join(map(repr, args))}: pass torch.compile's "
                 f"keywords by name, e.g. compile_cache(mode={args[0]!r})")
-    ranks = kwargs.get("ranks", 1)
-    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
-        return f"ranks={ranks!r}: the number of processes of the body, an integer from 1"
+    for what in CHECK_KWARGS:
+        n = kwargs.get(what, 1)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            return f"{what}={n!r}: the number of processes of the body, an integer from 1"
+    if "ranks" in kwargs and "replicas" in kwargs:
+        return ("ranks and replicas together: a check runs as the ranks of one job "
+                "(ranks=N) or as replicas of one single-process program (replicas=N); "
+                "give one")
     unknown = [k for k in kwargs if k not in COMPILE_KWARGS and k not in CHECK_KWARGS]
     if unknown:
         return (f"{', '.join(unknown)}: not a torch.compile keyword (it takes "

@@ -58,6 +58,7 @@ class CheckResult:
     # variants wrote into the cache they share, and how its outputs there compared
     shared: Dict[str, Any] = field(default_factory=dict)
     # a multi-rank check (compile_cache(ranks=N)): each rank's layers, outputs, problems
+    # (a replicated check's, compile_cache(replicas=N): each replica's, its row's `noun`)
     ranks: List[Dict[str, Any]] = field(default_factory=list)
     # What `finalize` derives the verdict from, never reported: the verdict the result was
     # made with (`kind`: pass, recorded, n/a, error, not run); a fault of the environment
@@ -111,7 +112,8 @@ class CheckResult:
             timings={k: self.timings[k] for k in self.timings
                      if k in ("cold_s", "warm_s", "cold_process_s", WARM_START_KEY)},
             dynamo=self.dynamo, outputs=self._eager_summary(),
-            ranks=[{"rank": x.get("rank"), "verdict": x.get("verdict"),
+            ranks=[{"rank": x.get("rank"), "noun": x.get("noun"),
+                    "verdict": x.get("verdict"),
                     "layers": {n: {"state": (s or {}).get("state")}
                                for n, s in (x.get("layers") or {}).items()}}
                    for x in self.ranks])

@@ -58,4 +58,8 @@ PRIVATE_FIX = ("to share a cache in your own runs and keep the check's private o
 LIST_CHECKS_ENV = "PYTEST_COMPILECACHE_LIST_CHECKS"
 
 # the compile_cache marker's arguments that shape the check, not torch.compile's
-CHECK_KWARGS = ("ranks",)
+CHECK_KWARGS = ("ranks", "replicas")
+
+# a replica's index (0 .. N-1) in each replica's environment (compile_cache(replicas=N)),
+# as a fleet's launcher tells each server which one it is
+REPLICA_ENV = "PYTEST_COMPILECACHE_REPLICA"

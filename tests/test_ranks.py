@@ -1,6 +1,8 @@
-"""Checks of multi-rank bodies (`compile_cache(ranks=N)`, issue 51 points 1 and 2),
-with real CPU compiles over gloo in one pytester session run as a user runs it: 2 ranks
-a phase, cold and warm over one root they share, then each over its own.
+"""Checks of multi-rank bodies (`compile_cache(ranks=N)`, issue 51 points 1 and 2) and
+of replicas (`compile_cache(replicas=N)`, point 4), with real CPU compiles in one
+pytester session run as a user runs it: 2 ranks a phase over gloo, cold and warm over
+one root they share, then each over its own; 2 replicas, cold as replica 0 alone, warm
+as both at once over its root, then each over its own.
 
 The bodies are benchmarks/fleet/bodies' (the plain torchrun pair's, docs/fleet.md),
 written as test bodies: `DDP(torch.compile(net))` trained two steps passes with every
@@ -8,7 +10,10 @@ rank's layers hit; a post-grad pass that folds the rank's scale (an input, rank 
 into a constant, its uuid() blind to the rank, is a rank false hit naming the writer
 and the loader; keyed by the rank it passes; the 2-way tensor-parallel MLP misses FX and
 AOTAutograd on every rank, every logged key component equal, and the check says so. A
-rank that fails ends the others of its phase, each reported.
+rank that fails ends the others of its phase, each reported. Two replicas of a small
+MLP pass, every replica's layers hit; the rank-blind pass run as replicas (each folding
+its replica's scale, from the environment) is a replica false hit naming writer and
+loader (benchmarks/fleet/plain_replicas.py shows the same plain).
 """
 from __future__ import annotations
 
@@ -22,6 +27,8 @@ from conftest import run_repo
 pytestmark = pytest.mark.slow
 
 BODIES = '''
+import os
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -33,8 +40,8 @@ class FoldRank(CustomGraphPass):
     """relu(x @ w) * s, s the rank's scale (rank + 1, an input) -> the scale as a
     constant: what pytorch#188332's pass does with dist.get_rank()."""
 
-    def __init__(self, keyed):
-        self.rank, self.keyed = dist.get_rank(), keyed
+    def __init__(self, keyed, rank):
+        self.rank, self.keyed = rank, keyed
 
     def __call__(self, graph):
         for node in list(graph.nodes):
@@ -47,11 +54,12 @@ class FoldRank(CustomGraphPass):
         return ("fold-rank-v1", self.rank) if self.keyed else "fold-rank-v1"
 
 
-def scaled(keyed):
-    torch._inductor.config.post_grad_custom_post_pass = FoldRank(keyed)
+def scaled(keyed, rank=None):
+    rank = dist.get_rank() if rank is None else rank
+    torch._inductor.config.post_grad_custom_post_pass = FoldRank(keyed, rank)
     torch.manual_seed(0)
     x, w = torch.randn(4, 8), torch.randn(8, 8)
-    s = torch.tensor(float(dist.get_rank() + 1))
+    s = torch.tensor(float(rank + 1))
     with torch.no_grad():
         return torch.compile(lambda a, b, c: torch.relu(a @ b) * c + 1)(x, w, s)
 
@@ -102,6 +110,21 @@ def test_tp_mlp():
     parallelize_module(mlp, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
     with torch.no_grad():
         assert torch.compile(mlp)(torch.randn(4, 16)).shape == (4, 16)
+
+
+@pytest.mark.compile_cache(replicas=2)
+def test_replicas():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
+    with torch.no_grad():
+        assert torch.compile(net)(torch.randn(4, 8)).shape == (4, 4)
+
+
+@pytest.mark.compile_cache(replicas=2)
+def test_replica_blind_pass():
+    # the replica's scale, as its launcher tells each server which one it is
+    replica = int(os.environ["PYTEST_COMPILECACHE_REPLICA"])
+    assert scaled(keyed=False, rank=replica).shape == (4, 8)
 '''
 
 
@@ -193,3 +216,33 @@ def test_a_failing_rank_ends_the_others_and_each_is_reported(session: Dict[str, 
     assert re.search(r"^rank 0: cold\.r0 phase ", error, re.M), error
     # ended at once, not at the process group's timeout
     assert c["timings"]["cold.r0_process_s"] < 120, c["timings"]
+
+
+def test_replicas_pass_with_every_replicas_layers_hit(session: Dict[str, Any]) -> None:
+    c = session["checks"]["test_replicas"]
+    assert c["verdict"] == "pass" and c["via"] == "replicas", c["problems"]
+    both = {"aot_autograd": "hit", "fx_graph": "hit"}
+    assert _states(c) == {0: both, 1: both}
+    # replica 1 warm loaded what replica 0 compiled cold, and computed its own numbers
+    assert [e["writer"] for e in c["ranks"][1]["loaded_from_other_ranks"]] == [0, 0]
+    assert all(r["outputs"]["private_vs_warm"]["ok"] for r in c["ranks"])
+    out = session["out"]
+    assert re.search(r"test_ranks_bodies.py::test_replicas \[via replicas\] +pass +off +hit "
+                     r"+hit", out), out[-3000:]
+    assert re.search(r"\n  replica 1 +pass +off +hit +hit", out)
+
+
+def test_a_replica_blind_pass_is_a_replica_false_hit_naming_writer_and_loader(
+        session: Dict[str, Any]) -> None:
+    c = session["checks"]["test_replica_blind_pass"]
+    assert c["verdict"] == "fail", c["problems"]
+    first = c["problems"][0]
+    assert re.match(r"replica false hit: replica 1 loaded the (aot_autograd|fx_graph) entry "
+                    r"\w+… of graph 0/0 that replica 0 wrote \(same key\)", first), first
+    assert "writer and loader: replica 0 wrote it, replica 1 loaded it" in first
+    assert "post_grad_custom_post_pass='fold-rank-v1', equal for both replicas" in first
+    assert "what differs between the replicas is not in it" in first
+    assert "fix: key the custom graph pass's uuid() by what differs between the replicas" \
+        in first
+    assert c["ranks"][0]["verdict"] == "pass" and c["ranks"][1]["verdict"] == "fail"
+    assert not any(p.startswith("shared cache damaged") for p in c["problems"])

@@ -36,11 +36,13 @@ class RankGroup:
     def __init__(self, result: Dict[str, Any], spec: Mapping[str, Any], device: Optional[str]
                  ) -> None:
         self.rank, self.world = int(spec["rank"]), int(spec["world_size"])
-        self.grouped = bool(spec.get("process_group", True))
-        self.backend = "nccl" if device == "cuda" else "gloo"
+        self.grouped = bool(spec.get("process_group", True))  # replicas: none
+        self.backend = ("nccl" if device == "cuda" else "gloo") if self.grouped else None
         self.writes: Dict[str, str] = {}  # file, relative to the inductor dir -> sha256
+        self.sizes: Dict[str, int] = {}  # the same files -> the bytes written
         self.record: Dict[str, Any] = {"rank": self.rank, "world_size": self.world,
-                                       "backend": self.backend, "writes": self.writes}
+                                       "backend": self.backend, "writes": self.writes,
+                                       "sizes": self.sizes}
         result["rank"] = self.record
         self._undo: List[Callable[[], None]] = []
         self._timeout = float(spec.get("timeout_s") or 0) or 1800.0
@@ -52,11 +54,11 @@ class RankGroup:
         either case."""
         import torch.distributed as dist
 
-        self._undo = _spy_writes(self.writes)
+        self._undo = _spy_writes(self.writes, self.sizes)
         if not self.grouped:
             return
         t0 = time.monotonic()
-        dist.init_process_group(self.backend,
+        dist.init_process_group(str(self.backend),
                                 timeout=datetime.timedelta(seconds=self._timeout))
         self.record["rendezvous_s"] = round(time.monotonic() - t0, 3)
 
@@ -85,7 +87,7 @@ def start(config: Any, result: Dict[str, Any], spec: Mapping[str, Any],
     config.pluginmanager.register(group, "compilecache-child-rank")
 
 
-def _spy_writes(writes: Dict[str, str]) -> List[Callable[[], None]]:
+def _spy_writes(writes: Dict[str, str], sizes: Dict[str, int]) -> List[Callable[[], None]]:
     """Observe the cache entries torch writes: their digest by file; torch's own
     function does the write."""
     import importlib
@@ -99,18 +101,20 @@ def _spy_writes(writes: Dict[str, str]) -> List[Callable[[], None]]:
         original = getattr(module, attr, None)
         if original is None:
             continue
-        setattr(module, attr, _observed(original, writes))
+        setattr(module, attr, _observed(original, writes, sizes))
         undo.append(functools.partial(setattr, module, attr, original))
     return undo
 
 
-def _observed(original: Callable[..., Any], writes: Dict[str, str]) -> Callable[..., Any]:
+def _observed(original: Callable[..., Any], writes: Dict[str, str], sizes: Dict[str, int]
+              ) -> Callable[..., Any]:
     def write_atomic(path: Any, content: Any, *args: Any, **kwargs: Any) -> Any:
         out = original(path, content, *args, **kwargs)
         rel = _entry_file(str(path))
         if rel is not None:
             data = content.encode() if isinstance(content, str) else bytes(content)
             writes[rel] = hashlib.sha256(data).hexdigest()
+            sizes[rel] = len(data)
         return out
     return write_atomic
 

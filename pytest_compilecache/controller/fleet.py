@@ -30,27 +30,45 @@ from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
 from pytest_compilecache.paths.local import LocalRestart
 from pytest_compilecache.paths.fleet import FleetRestart
 from pytest_compilecache.paths.ranks import RankedRestart
+from pytest_compilecache.paths.replicas import ReplicatedRestart
+from pytest_compilecache.terms import REPLICA_ENV
 from pytest_compilecache.wire import PhaseRecord, PhaseSpec
 
 Outcome = Tuple[Optional[PhaseRecord], Optional[CheckResult]]
 
 
-def ranks_of(item: Any, settings: Any) -> int:
-    """The check's ranks: its marker's ranks=N, else the session's --compile-cache-ranks."""
+FLEETS = (("ranks", RankedRestart), ("replicas", ReplicatedRestart))
+
+
+def ranks_of(item: Any, settings: Any, what: str = "ranks") -> int:
+    """The check's ranks (or replicas: `what`): its marker's ranks=N, else the
+    session's --compile-cache-ranks."""
     marker = item.get_closest_marker("compile_cache")
-    if marker is not None and "ranks" in marker.kwargs:
-        return int(marker.kwargs["ranks"])
-    return int(getattr(settings, "ranks", 1) or 1)
+    if marker is not None and what in marker.kwargs:
+        return int(marker.kwargs[what])
+    return int(getattr(settings, what, 1) or 1)
+
+
+def fleet_of(item: Any, settings: Any) -> Tuple[str, int]:
+    """The check's fleet (ranks or replicas) and its size: its marker's, else the
+    session's (a marker of one overrides a session of the other)."""
+    marker = item.get_closest_marker("compile_cache")
+    marked = [what for what, _ in FLEETS if marker is not None and what in marker.kwargs]
+    for what in marked or [what for what, _ in FLEETS]:
+        n = ranks_of(item, settings, what)
+        if n > 1 or marked:
+            return what, n
+    return "", 1
 
 
 def paths_for(item: Any, chosen: List[WarmStartPath], settings: Any) -> List[WarmStartPath]:
-    """The paths a check takes: a multi-rank check the ranks' restart alone (the
-    `ranks` scenario, per check from its marker); a check marked ranks=1 in a session
-    of ranks, the local restart."""
-    n = ranks_of(item, settings)
+    """The paths a check takes: a multi-rank (replicated) check the ranks' (replicas')
+    restart alone (the `ranks` or `replicas` scenario, per check from its marker); a
+    check marked ranks=1 in a session of ranks, the local restart."""
+    what, n = fleet_of(item, settings)
     if n > 1:
-        return [p for p in chosen if isinstance(p, RankedRestart) and p.ranks == n] \
-            or [RankedRestart(n)]
+        cls = dict(FLEETS)[what]
+        return [p for p in chosen if type(p) is cls and p.size == n] or [cls(n)]
     return [p for p in chosen if not isinstance(p, FleetRestart)] or [LocalRestart()]
 
 
@@ -71,6 +89,12 @@ def rank_env(rank: int, world: int, port: int, threads: int) -> Dict[str, str]:
 def threads_env(world: int, threads: int) -> Dict[str, str]:
     """The check's threads shared by the phase's processes."""
     return {"OMP_NUM_THREADS": str(max(1, threads // world))}
+
+
+def replica_env(replica: int, world: int, threads: int) -> Dict[str, str]:
+    """What a replica is told: which one it is (a fleet's launcher tells each of its
+    servers), and its share of the check's threads."""
+    return {REPLICA_ENV: str(replica), **threads_env(world, threads)}
 
 
 def free_port() -> int:
@@ -116,7 +140,7 @@ class FleetCheckRun(CheckRun):
         self.roots.append(root)
         for plan in self.path.phases:
             self.phase_now, n = plan.name, self.path.processes(plan)
-            if plan.fresh_root and not needs_private(self.recs, n):
+            if plan.fresh_root and not needs_private(self.recs, n, self.path.fleet):
                 self.notes.append(f"no warm {who} loaded an entry only another {who} wrote: "
                                   f"the {plan.name} phase (each {who} over its own root) "
                                   f"was not run")
@@ -173,7 +197,8 @@ class FleetCheckRun(CheckRun):
         n, phase, threads = self.path.processes(plan), rank_phase(plan.name, r), \
             self.settings.threads
         self._here.cold = plan.name == "cold"
-        env = rank_env(r, n, port, threads) if plan.process_group else threads_env(n, threads)
+        env = rank_env(r, n, port, threads) if plan.process_group \
+            else replica_env(r, n, threads)
         try:
             rec, failure = self.run_phase(root, phase, extra=self._extra(plan, r, abort),
                                           env_extra={**self.path.phase_env(plan), **env})

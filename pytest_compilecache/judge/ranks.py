@@ -13,12 +13,15 @@ compiled vs eager), then what only ranks over one cache show:
 
 Which rank wrote an entry comes from the ranks' own records (child/ranks.py: the files
 each rank's compile wrote); torch reads a key's files in name order, so the file a rank
-loaded is the key's first. Pure: no torch, no pytest.
+loaded is the key's first. The same rules judge the processes of any fleet path
+(paths/fleet.py): `Fleet` holds what one process is called and what the rules say of
+it (judge/replicas.py's replicas). Pure: no torch, no pytest.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Set
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from pytest_compilecache import files as fs
 from pytest_compilecache.controller.written import entry_dir
@@ -35,6 +38,19 @@ FIX = ("key the custom graph pass's uuid() by the rank (return the rank with its
 Writers = Dict[str, Dict[str, Set[int]]]  # entry dir -> file -> the ranks that wrote it
 
 
+@dataclass(frozen=True)
+class Fleet:
+    """What one process of a fleet check is called, and what its rules say of it."""
+    noun: str = "rank"
+    written_in: Tuple[str, ...] = ("cold",)  # the phases whose writes a process may load
+    wrote: str = "wrote in the cold phase"  # how a false hit says the writer's write
+    fix: str = FIX
+    unkeyed: str = "the rank is not in it"  # what the key lacks, in a false hit
+
+
+RANKS = Fleet()
+
+
 def rank_phase(phase: str, rank: int) -> str:
     """A rank's phase: its spec, record, log and outputs files (`cold.r1`)."""
     return f"{phase}.r{rank}"
@@ -42,54 +58,63 @@ def rank_phase(phase: str, rank: int) -> str:
 
 def judge_ranks(nodeid: str, phases: Mapping[str, PhaseRecord], snaps: Mapping[str, Any],
                 timings: Dict[str, Optional[float]], triton_dir: Optional[Path],
-                n: int) -> CheckResult:
-    """The check's result: each rank's own, under `ranks`; its problems the ranks'."""
+                n: int, via: str = "ranks", fleet: Fleet = RANKS) -> CheckResult:
+    """The check's result: each process's own, under `ranks`; its problems theirs."""
     per = [_rank_result(nodeid, phases, snaps, timings, triton_dir, r) for r in range(n)]
-    writers = cold_writers(phases, n)
+    writers = cold_writers(phases, n, fleet.written_in)
     res = CheckResult(nodeid=nodeid, verdict="pass", device=per[0].device,
                       device_name=per[0].device_name, form=per[0].form,
-                      versions=per[0].versions, timings=timings, via="ranks")
+                      versions=per[0].versions, timings=timings, via=via)
     res.layers = {name: worst([p.layers[name] for p in per]) for name in per[0].layers}
+    who = fleet.noun
     for r, one in enumerate(per):
         private = phases.get(rank_phase("private", r))
-        loaded = cross_loads(phases[rank_phase("warm", r)], writers, r)
-        hit = rank_false_hit(r, loaded, private)
+        loaded = cross_loads(phases[rank_phase("warm", r)], writers, r, who)
+        hit = rank_false_hit(r, loaded, private, fleet)
         res.problems[:0] = [hit] if hit else []  # the finding first, then what it caused
-        res.problems += [f"rank {r}: {p}" for p in one.problems]
-        res.notes += [f"rank {r}: {x}" for x in one.notes] + shared_note(r, loaded, private)
-        res.ranks.append(rank_row(r, one, loaded, private))
-    res.problems += between_ranks(per)
+        res.problems += [f"{who} {r}: {p}" for p in one.problems]
+        res.notes += [f"{who} {r}: {x}" for x in one.notes]
+        res.notes += shared_note(r, loaded, private, who)
+        res.ranks.append(rank_row(r, one, loaded, private, who))
+    res.problems += between_ranks(per, who)
     res.notes += keys_between_ranks(phases, n)
     return res.finalize()
 
 
-def needs_private(phases: Mapping[str, PhaseRecord], n: int) -> bool:
-    """The private phase has something to judge: a warm rank loaded an entry only
-    another rank wrote (else each rank's warm run is its own cold compile's restart)."""
-    writers = cold_writers(phases, n)
+def needs_private(phases: Mapping[str, PhaseRecord], n: int, fleet: Fleet = RANKS) -> bool:
+    """The private phase has something to judge: a warm process loaded an entry only
+    another wrote (else each one's warm run is its own cold compile's restart)."""
+    writers = cold_writers(phases, n, fleet.written_in)
     return any(cross_loads(phases[rank_phase("warm", r)], writers, r) for r in range(n)
                if rank_phase("warm", r) in phases)
 
 
 def shared_note(r: int, loaded: Mapping[str, Dict[str, Any]],
-                private: Optional[PhaseRecord]) -> List[str]:
-    """A rank that loaded another rank's entries and computed what its own compile
-    does: what one cache for the node's ranks is for."""
+                private: Optional[PhaseRecord], who: str = "rank") -> List[str]:
+    """A process that loaded another's entries and computed what its own compile
+    does: what one cache for the node's ranks (or the fleet's replicas) is for."""
     cmp = private.compare_cold if private is not None else None
     if not loaded or cmp is None or not cmp.ok:
         return []
     by = sorted({e["writer"]["rank"] for e in loaded.values()})
-    return [f"rank {r} loaded {len(loaded)} entr(ies) that rank(s) {', '.join(map(str, by))} "
-            f"wrote, and computed what its own compile over a root of its own does "
-            f"({cmp.mode})"]
+    return [f"{who} {r} loaded {len(loaded)} entr(ies) that {who}(s) "
+            f"{', '.join(map(str, by))} wrote, and computed what its own compile over a "
+            f"root of its own does ({cmp.mode})"]
+
+
+def first_of(phases: Mapping[str, Any], phase: str, r: int) -> str:
+    """Process r's record of a phase: its own where the phase ran as many, else the
+    phase's one (process 0's: the replicas' cold phase)."""
+    mine = rank_phase(phase, r)
+    return mine if mine in phases else rank_phase(phase, 0)
 
 
 def _rank_result(nodeid: str, phases: Mapping[str, PhaseRecord], snaps: Mapping[str, Any],
                  timings: Dict[str, Optional[float]], triton_dir: Optional[Path],
                  r: int) -> CheckResult:
-    cold, warm = rank_phase("cold", r), rank_phase("warm", r)
-    mine = {k.replace(f".r{r}_", "_", 1): v for k, v in timings.items()
-            if k.startswith((cold + "_", warm + "_"))}
+    cold, warm = first_of(phases, "cold", r), rank_phase("warm", r)
+    mine = {f"{phase}{k[len(ran):]}": v for phase, ran in (("cold", cold), ("warm", warm))
+            for k, v in timings.items() if k.startswith(ran + "_")}
     res = judge(nodeid, phases[cold], phases[warm], snaps[cold],
                 fs.added(snaps[cold], snaps[warm]), mine, triton_dir)
     for p in list(res.problems):  # a warm miss whose logged components all agree
@@ -106,19 +131,26 @@ def worst(verdicts: List[Any]) -> Any:
                else 0)
 
 
-def cold_writers(phases: Mapping[str, PhaseRecord], n: int) -> Writers:
-    """Each entry file in the shared root, and which ranks' cold compiles wrote it."""
+def cold_writers(phases: Mapping[str, PhaseRecord], n: int,
+                 written_in: Tuple[str, ...] = ("cold",)) -> Writers:
+    """Each entry file in the shared root, and which processes' compiles wrote it (in
+    the cold phase, or those `written_in` names)."""
     out: Writers = {}
-    for r in range(n):
-        rec = phases.get(rank_phase("cold", r))
-        writes = ((rec.raw.get("rank") or {}).get("writes") or {}) if rec else {}
-        for rel in writes:
-            folder, _, name = str(rel).rpartition("/")
-            out.setdefault(folder, {}).setdefault(name, set()).add(r)
+    for phase in written_in:
+        for r in range(n):
+            for rel in writes_of(phases.get(rank_phase(phase, r))):
+                folder, _, name = str(rel).rpartition("/")
+                out.setdefault(folder, {}).setdefault(name, set()).add(r)
     return out
 
 
-def cross_loads(warm: PhaseRecord, writers: Writers, r: int) -> Dict[str, Dict[str, Any]]:
+def writes_of(rec: Optional[PhaseRecord]) -> Dict[str, Any]:
+    """The entry files a process's compile wrote (child/ranks.py): file -> digest."""
+    return ((rec.raw.get("rank") or {}).get("writes") or {}) if rec else {}
+
+
+def cross_loads(warm: PhaseRecord, writers: Writers, r: int, who: str = "rank"
+                ) -> Dict[str, Dict[str, Any]]:
     """The entries warm rank `r` loaded from a file only other ranks wrote: key ->
     {layer, graph, backward, components, writer, files} (as the variants' ledger)."""
     out: Dict[str, Dict[str, Any]] = {}
@@ -131,44 +163,45 @@ def cross_loads(warm: PhaseRecord, writers: Writers, r: int) -> Dict[str, Dict[s
                     continue
                 first = sorted(files)[0]  # torch reads a key's files in name order
                 if r not in files[first]:
-                    out[str(e.key)] = _loaded(layer, gid, e, files, first)
+                    out[str(e.key)] = _loaded(layer, gid, e, files, first, who)
     return out
 
 
 def _loaded(layer: str, gid: str, e: CacheEntry, files: Mapping[str, Set[int]],
-            first: str) -> Dict[str, Any]:
+            first: str, who: str) -> Dict[str, Any]:
     return {"layer": layer, "graph": gid, "backward": e.backward,
             "components": [list(c) for c in e.components],
-            "writer": {"id": f"rank {min(files[first])}", "rank": min(files[first])},
+            "writer": {"id": f"{who} {min(files[first])}", "rank": min(files[first])},
             "files": {name: sorted(ranks) for name, ranks in sorted(files.items())}}
 
 
 def rank_false_hit(r: int, loaded: Mapping[str, Dict[str, Any]],
-                   private: Optional[PhaseRecord]) -> Optional[str]:
-    """The rank false hit of warm rank `r`, a line each, or None."""
+                   private: Optional[PhaseRecord], fleet: Fleet = RANKS) -> Optional[str]:
+    """The false hit of warm process `r` (a rank false hit, a replica false hit), a
+    line each, or None."""
     cmp = private.compare_cold if private is not None else None
     if not loaded or cmp is None or cmp.ok:
         return None
     key, entry = _ordered(loaded)[0]
-    writer = entry["writer"]["rank"]
+    writer, who = entry["writer"]["rank"], fleet.noun
     first = cmp.mismatches[0]
     files = entry.get("files") or {}
     several = (f"; the key's folder holds {len(files)} files, whose bytes differ, from "
-               f"ranks " + ", ".join(str(min(v)) for v in files.values())) \
+               f"{who}s " + ", ".join(str(min(v)) for v in files.values())) \
         if len(files) > 1 else ""
     more = len(loaded) - 1
+    comps = _components(entry.get("components") or [], who=f"{who}s")
     return "\n    ".join((
-        f"rank false hit: rank {r} loaded the {entry['layer']} entry {key[:16]}… of graph "
-        f"{entry['graph']}{' (backward)' if entry.get('backward') else ''} that rank "
-        f"{writer} wrote in the cold phase (same key){f', and {more} more' if more else ''}",
-        f"outputs: rank {r}'s warm outputs differ from its own compile over a root no "
-        f"other rank writes in {len(cmp.mismatches)} tensor(s); first {first.name}: "
+        f"{who} false hit: {who} {r} loaded the {entry['layer']} entry {key[:16]}… of graph "
+        f"{entry['graph']}{' (backward)' if entry.get('backward') else ''} that {who} "
+        f"{writer} {fleet.wrote} (same key){f', and {more} more' if more else ''}",
+        f"outputs: {who} {r}'s warm outputs differ from its own compile over a root no "
+        f"other {who} writes in {len(cmp.mismatches)} tensor(s); first {first.name}: "
         f"{first.message}",
-        f"writer and loader: rank {writer} wrote it, rank {r} loaded it (torch reads a "
+        f"writer and loader: {who} {writer} wrote it, {who} {r} loaded it (torch reads a "
         f"key's files in name order){several}",
-        f"what the key holds: {_components(entry.get('components') or [], who='ranks')}; "
-        f"the rank is not in it",
-        f"fix: {FIX}"))
+        f"what the key holds: {comps}; {fleet.unkeyed}",
+        f"fix: {fleet.fix}"))
 
 
 def process_part(cold: PhaseRecord, warm: PhaseRecord, problem: str) -> Optional[str]:
@@ -190,16 +223,16 @@ def process_part(cold: PhaseRecord, warm: PhaseRecord, problem: str) -> Optional
     return None
 
 
-def between_ranks(per: List[CheckResult]) -> List[str]:
-    """A layer one rank missed where another hit, each."""
+def between_ranks(per: List[CheckResult], who: str = "rank") -> List[str]:
+    """A layer one process missed where another hit, each."""
     out = []
     for name in per[0].layers:
         states = {r: p.layers[name].state for r, p in enumerate(per) if name in p.layers}
         hit = [r for r, s in states.items() if s == "hit"]
         missed = [r for r, s in states.items() if s == "miss"]
         if hit and missed:
-            out.append(f"{name}: rank(s) {', '.join(map(str, missed))} missed where rank(s) "
-                       f"{', '.join(map(str, hit))} hit")
+            out.append(f"{name}: {who}(s) {', '.join(map(str, missed))} missed where "
+                       f"{who}(s) {', '.join(map(str, hit))} hit")
     return out
 
 
@@ -227,10 +260,10 @@ def keys_between_ranks(phases: Mapping[str, PhaseRecord], n: int) -> List[str]:
 
 
 def rank_row(r: int, one: CheckResult, loaded: Mapping[str, Any],
-             private: Optional[PhaseRecord]) -> Dict[str, Any]:
-    """A rank under its check's row, in every output."""
+             private: Optional[PhaseRecord], who: str = "rank") -> Dict[str, Any]:
+    """A rank (a replica: `noun`) under its check's row, in every output."""
     cmp = private.compare_cold if private is not None else None
-    return {"rank": r, "verdict": one.verdict,
+    return {"rank": r, "noun": who, "verdict": one.verdict,
             "layers": {k: {"state": lv.state, "cold": lv.cold, "warm": lv.warm,
                            "reasons": lv.reasons} for k, lv in one.layers.items()},
             "outputs": {**one.outputs,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_compilecache.judge.ranks import RANKS, Fleet
 from pytest_compilecache.paths.base import PhasePlan
 from pytest_compilecache.paths.local import LocalRestart
 
@@ -15,6 +16,7 @@ from pytest_compilecache.paths.local import LocalRestart
 class FleetRestart(LocalRestart):
     """A restart over one cache whose phases are run by one or N processes each."""
     noun = "process"  # what one of the N is called in errors and notes: rank, replica
+    fleet: Fleet = RANKS  # what the rules say of one (judge/ranks.py)
     storable = False  # its root holds every process's entries: not one process's restart
     records_keys = False  # its phases are per process (cold.r0 ...): no one cold run's keys
     layout = ""  # how each process sees the GPUs: "" the session's --compile-cache-rank-layout

@@ -1,7 +1,8 @@
-"""A multi-rank check's ranks (`CheckResult.ranks`, judge/ranks.py), under its row in
-every output: a row each in the summary tables (terminal and job summary), and in the
-check's own section a line each with its layers, its outputs and what it loaded of
-other ranks' entries. Pure: data to lines."""
+"""A multi-rank check's ranks (`CheckResult.ranks`, judge/ranks.py; a replicated
+check's replicas, each row's `noun`), under its row in every output: a row each in the
+summary tables (terminal and job summary), and in the check's own section a line each
+with its layers, its outputs and what it loaded of the others' entries. Pure: data to
+lines."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
@@ -12,7 +13,7 @@ from pytest_compilecache.model import CheckResult
 
 def rank_cells(r: CheckResult) -> List[Tuple[str, str, List[str]]]:
     """(label, verdict, each layer's state) of each rank, in the summary's layer order."""
-    return [(f"  rank {row.get('rank')}", str(row.get("verdict", "")),
+    return [(f"  {_noun(row)} {row.get('rank')}", str(row.get("verdict", "")),
              [str(((row.get("layers") or {}).get(n) or {}).get("state", "-"))
               for n in layers.LAYERS])
             for row in r.ranks]
@@ -22,13 +23,17 @@ def rank_lines(r: CheckResult) -> List[str]:
     """The check's section: a line per rank."""
     if not r.ranks:
         return []
-    out = ["", f"  ranks ({len(r.ranks)}):"]
+    out = ["", f"  {_noun(r.ranks[0])}s ({len(r.ranks)}):"]
     for row in r.ranks:
         states = ", ".join(f"{n} {s.get('state')}" for n, s in (row.get("layers") or {}).items()
                            if n in ("aot_autograd", "fx_graph"))
-        out.append(f"  - rank {row.get('rank')}: {row.get('verdict')}; {states}; outputs "
-                   f"{_outputs(row.get('outputs') or {})}{_loaded(row)}")
+        out.append(f"  - {_noun(row)} {row.get('rank')}: {row.get('verdict')}; {states}; "
+                   f"outputs {_outputs(row.get('outputs') or {})}{_loaded(row)}")
     return out
+
+
+def _noun(row: Dict[str, Any]) -> str:
+    return str(row.get("noun") or "rank")
 
 
 def _outputs(outputs: Dict[str, Any]) -> str:
@@ -46,4 +51,4 @@ def _loaded(row: Dict[str, Any]) -> str:
     if not loaded:
         return ""
     by = sorted({str(e.get("writer")) for e in loaded})
-    return f"; loaded {len(loaded)} entr(ies) rank(s) {', '.join(by)} wrote"
+    return f"; loaded {len(loaded)} entr(ies) {_noun(row)}(s) {', '.join(by)} wrote"

@@ -12,12 +12,17 @@ from pytest_compilecache.scenarios.base import ALONE, Scenario
 
 def parse_ranks(value: str) -> int:
     """The ranks of each phase: an integer from 1."""
+    return parse_count(value, "ranks")
+
+
+def parse_count(value: str, what: str) -> int:
+    """A number of processes (ranks, replicas): an integer from 1."""
     try:
         n = int(value)
     except ValueError:
         n = 0
     if n < 1:
-        raise argparse.ArgumentTypeError(f"{value!r}: the number of ranks, an integer from 1")
+        raise argparse.ArgumentTypeError(f"{value!r}: the number of {what}, an integer from 1")
     return n
 
 
