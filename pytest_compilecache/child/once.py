@@ -42,8 +42,8 @@ def coor_config() -> Optional[Tuple[Any, str]]:
 def missing(version: str) -> str:
     """Why a compile-once check cannot run on this torch: the version and the API."""
     return (f"torch {version} has no compile_on_one_rank (neither "
-            f"torch.compiler.config.compile_on_one_rank, torch 2.15, nor "
-            f"torch.distributed.config.compile_on_one_rank, torch 2.13 and 2.14): one "
+            f"torch.compiler.config.compile_on_one_rank, as torch 2.15 has, nor "
+            f"torch.distributed.config.compile_on_one_rank, as torch 2.13 has): one "
             f"process cannot compile a distributed program for every rank")
 
 
