@@ -46,13 +46,22 @@ LAUNCHES = ("once", "load", "private")
 HERE = Path(__file__).resolve().parent
 
 
-def has_coor() -> bool:
-    """Whether this torch has torch.distributed.config.compile_on_one_rank."""
-    try:
-        import torch.distributed.config as dist_config
-    except ImportError:
-        return False
-    return hasattr(dist_config, "compile_on_one_rank")
+def coor_name() -> str:
+    """Where this torch keeps compile_on_one_rank ("" where it has none): 2.15's
+    torch.compiler.config, or 2.13's torch.distributed.config (2.15's deprecated alias)."""
+    import importlib
+    import warnings
+
+    for name in ("torch.compiler.config", "torch.distributed.config"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if hasattr(module, "compile_on_one_rank"):
+                return f"{name}.compile_on_one_rank"
+    return ""
 
 
 def base_env(root: Path, out: Path, coor: bool) -> Dict[str, str]:
@@ -114,8 +123,7 @@ def run_body(body: str, root: Path, nproc: int, coor: bool) -> None:
 
 def run_all(names: List[str], root: Path, nproc: int, coor: bool) -> None:
     print(f"torch {torch.__version__}, compile once then {nproc} loaders; "
-          f"compile_on_one_rank {'on' if coor else 'off'} (torch.distributed.config "
-          f"{'has' if has_coor() else 'lacks'} it)\n")
+          f"compile_on_one_rank {'on' if coor else 'off'} ({coor_name() or 'none'})\n")
     print("| body | launch | rank | fx hit/miss | aot hit/miss | outputs | vs private rank | "
           "verdict | launch s |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -136,7 +144,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     unknown = [n for n in names if n not in BODIES]
     if unknown:
         parser.error(f"unknown body {', '.join(unknown)}; known: {', '.join(BODIES)}")
-    coor = has_coor() and not args.no_coor
+    coor = bool(coor_name()) and not args.no_coor
     if args.keep:
         args.keep.mkdir(parents=True)
         run_all(names, args.keep, args.nproc, coor)
