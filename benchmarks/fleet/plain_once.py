@@ -17,8 +17,9 @@ in three launches over cache dirs (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR und
 Every launch runs with TORCH_DISTRIBUTED_COMPILE_ON_ONE_RANK=1
 (torch.distributed.config.compile_on_one_rank: DeviceMesh coordinates and process
 groups become graph inputs, not the tracing rank's constants) where this torch has that
-config; --no-coor runs without it. Bodies: ddp, tp_mlp, rank_blind_pass (plain_pair.py's)
-and replica_mlp (an MLP's inference, no process group: the replica form).
+config; --no-coor runs without it. Bodies: all_reduce (a compiled step with a functional
+all_reduce in its graph), ddp, tp_mlp, rank_blind_pass (plain_pair.py's) and replica_mlp
+(an MLP's inference, no process group: the replica form).
 
 It prints one row per body, launch and rank, as plain_pair.py does: FX graph and
 AOTAutograd cache hits/misses, the outputs, the output against the private launch's
@@ -40,7 +41,7 @@ import torch
 
 from plain_pair import compared, outputs, read_ranks, verdict
 
-BODIES = ("ddp", "tp_mlp", "rank_blind_pass", "replica_mlp")
+BODIES = ("all_reduce", "ddp", "tp_mlp", "rank_blind_pass", "replica_mlp")
 REPLICAS = ("replica_mlp",)  # bodies with no process group: loaded by N plain processes
 LAUNCHES = ("once", "load", "private")
 HERE = Path(__file__).resolve().parent

@@ -204,6 +204,10 @@ class FleetCheckRun(CheckRun):
         self._here.cold = plan.name == "cold"
         env = rank_env(r, n, port, threads) if plan.process_group \
             else replica_env(r, n, threads)
+        # every process the share of the N: Inductor's CPU key holds the thread count
+        # (cpp_runtime_thread_count), and a one-process phase (compile once's compile)
+        # with more threads than the N that load its entries would key them apart
+        env.update(threads_env(self.path.size, threads))
         try:
             rec, failure = self.run_phase(root, phase, extra=self._extra(plan, r, abort),
                                           env_extra={**self.path.phase_env(plan), **env})

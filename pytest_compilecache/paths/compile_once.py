@@ -3,11 +3,12 @@ one process compiles a distributed program for N ranks, and the N ranks of the r
 load it, as torchtitan's experiments/graph_trainer/precompile_main.py precompiles with a
 fake process group and compile_on_one_rank, then every rank of the torchrun job loads
 the artifact. Cold: one process over one fresh root, in a fake process group of world
-size N as its rank 0 (child/once.py); warm: the N ranks started together over that
-root (env rendezvous, gloo on CPU, NCCL on CUDA); then `private`, each rank over a
-fresh root of its own: its own compile, the reference its warm outputs are held to
-(judge/once.py). compile_on_one_rank is on in every process; where torch has none, the
-check is n/a, naming the version and the API (child/once.missing)."""
+size N as its rank 0 (child/once.py), its outputs kept by no one; warm: the N ranks
+started together over that root (env rendezvous, gloo on CPU, NCCL on CUDA); then
+`private`, each rank over a fresh root of its own: its own compile, the reference its
+warm outputs are held to (judge/once.py). compile_on_one_rank is on in every
+process; where torch has none, the check is n/a, naming the version and the API
+(child/once.missing)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,10 +29,11 @@ class CompileOnceRestart(FleetRestart):
     fleet = ONCE
     summary = ""  # not a --compile-cache-via value: compile_cache(compile_once=N)
     selectable = False
+    # the compiling process's outputs are a fake group's (its collectives move no data)
+    # and rank 0's: no loader is held to them, each to its own fresh compile instead
     phases: Tuple[PhasePlan, ...] = (
-        PhasePlan("cold", keeps_outputs=True),
-        PhasePlan("warm", keeps_outputs=True, compare_with="cold", fleet=True,
-                  process_group=True),
+        PhasePlan("cold"),
+        PhasePlan("warm", keeps_outputs=True, fleet=True, process_group=True),
         PhasePlan("private", fresh_root=True, compare_with="warm", fleet=True,
                   process_group=True))
 
