@@ -126,3 +126,20 @@ def test_the_marker_the_option_and_each_phases_environment() -> None:
         parse_once("0")
     assert "run them in separate sessions" in (
         CompileOnce().usage_error({"compile_once": 2, "ranks": 2}, {}) or "")
+
+
+def test_no_loader_is_faulted_for_not_comparing_with_the_compiling_process() -> None:
+    from pytest_compilecache.judge.once import held_to_own_compile
+    from pytest_compilecache.judge.outputs import NO_COLD
+    from pytest_compilecache.model import CheckResult
+    from pytest_compilecache.render import ranks as render
+
+    row = {"rank": 0, "verdict": "fail", "problems": [NO_COLD], "layers": {},
+           "outputs": {"private_vs_warm": {"ok": True}},
+           "loaded_from_other_ranks": [{"key": "k", "writer": -1}]}
+    res = CheckResult("t.py::test_x", "pass", via="compile_once", ranks=[row],
+                      problems=[f"rank 0: {NO_COLD}"]).finalize()
+    assert res.verdict == "fail"
+    res = held_to_own_compile(res)
+    assert res.verdict == "pass" and row["verdict"] == "pass" and row["problems"] == []
+    assert render._loaded(row) == "; loaded 1 entr(ies) the compiling process wrote"
