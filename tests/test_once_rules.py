@@ -1,9 +1,9 @@
 """The rules of compile once, load on N (judge/once.py, paths/compile_once.py,
 child/once.py) on records, and the pieces around them (the marker, the option, each
 phase's environment, what a torch without compile_on_one_rank is told): fast, no
-process started. The records are tests/data/ranks' (a real 2-rank session's), with the
-cold phase's two ranks taken as one compiling process that wrote every entry: what a
-compile-once check's cold phase records (child/ranks.py's observed writes)."""
+process started. The records are a real compile-once session's (tests/data/once,
+torch 2.15), and tests/data/ranks' (a 2-rank session's) with the cold phase's two
+ranks taken as one compiling process that wrote every entry."""
 from __future__ import annotations
 
 import argparse
@@ -26,6 +26,7 @@ from pytest_compilecache.terms import FAKE_WORLD_ENV, ONCE_ENV
 from pytest_compilecache.wire import PhaseRecord
 
 DATA = Path(__file__).parent / "data" / "ranks"
+ONCE_DATA = Path(__file__).parent / "data" / "once"  # a real compile-once session's
 
 
 def _compiled_once(name: str) -> Dict[str, PhaseRecord]:
@@ -143,3 +144,20 @@ def test_no_loader_is_faulted_for_not_comparing_with_the_compiling_process() -> 
     res = held_to_own_compile(res)
     assert res.verdict == "pass" and row["verdict"] == "pass" and row["problems"] == []
     assert render._loaded(row) == "; loaded 1 entr(ies) the compiling process wrote"
+
+
+@pytest.mark.parametrize("name", ["test_mlp_once", "test_rank_blind_once",
+                                  "test_all_reduce_once"])
+def test_the_recorded_session_is_judged_as_it_was(name: str) -> None:
+    data = json.loads((ONCE_DATA / f"{name}.json").read_text())
+    phases = {k: PhaseRecord.from_json(v) for k, v in data["recs"].items()}
+    assert phases["cold.r0"].raw["rank"]["backend"] == "fake"
+    res = judge_once(data["nodeid"], phases, _snaps(phases), {}, None, 2)
+    expected = data["expected"]
+    assert res.verdict == expected["verdict"]
+    assert [r["verdict"] for r in res.ranks] == [r["verdict"] for r in expected["ranks"]]
+    # the first problem's first line (the cut records keep 6 of the key's components)
+    def head(problems: Any) -> Any:
+        return [x.splitlines()[0].split(" - all ")[0] for x in problems[:1]]
+
+    assert head(res.problems) == head(expected["problems"])
