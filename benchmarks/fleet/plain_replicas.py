@@ -37,7 +37,6 @@ name (the sha256 of its content) says: a torn or partial entry would not.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -89,8 +88,9 @@ def blind_pass(device: str) -> Any:
             for node in list(graph.nodes):
                 mul = node.op == "call_function" and node.target is torch.ops.aten.mul.Tensor
                 first = node.args[0] if mul else None
-                if isinstance(first, torch.fx.Node) and \
-                        first.target is torch.ops.aten.relu.default:
+                relu = isinstance(first, torch.fx.Node) and (
+                    first.target is torch.ops.aten.relu.default)
+                if relu:
                     node.args = (first, float(replica + 1))
 
         def uuid(self) -> str:
@@ -154,13 +154,16 @@ def launch(name: str, launch_name: str, root: Path, replicas: List[int],
 
 
 def entries(root: Path) -> Dict[str, bool]:
-    """The shared dir's entry files, each: whether its bytes hash to its name."""
+    """The shared dir's entry files, each: whether its bytes hash to its name (torch
+    names an entry file by its content's hash, codecache.sha256_hash)."""
+    from torch._inductor.codecache import sha256_hash
+
     found = {}
     for layer in ("fxgraph", "aotautograd"):
         for path in (root / "shared" / "inductor" / layer).rglob("*"):
             if path.is_file() and not path.name.startswith("."):
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                found[str(path.relative_to(root))] = path.name == digest
+                found[str(path.relative_to(root))] = path.name == sha256_hash(
+                    path.read_bytes())
     return found
 
 

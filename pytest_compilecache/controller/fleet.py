@@ -75,8 +75,9 @@ def paths_for(item: Any, chosen: List[WarmStartPath], settings: Any) -> List[War
 
 
 def check_run(session: Any, item: Any, path: WarmStartPath) -> CheckRun:
-    return FleetCheckRun(session, item, path) if isinstance(path, FleetRestart) \
-        else CheckRun(session, item, path)
+    if isinstance(path, FleetRestart):
+        return FleetCheckRun(session, item, path)
+    return CheckRun(session, item, path)
 
 
 def rank_env(rank: int, world: int, port: int, threads: int) -> Dict[str, str]:
@@ -93,16 +94,28 @@ def threads_env(world: int, threads: int) -> Dict[str, str]:
     return {"OMP_NUM_THREADS": str(max(1, threads // world))}
 
 
-def replica_env(replica: int, world: int, threads: int) -> Dict[str, str]:
+def replica_env(replica: int, replicas: int, threads: int) -> Dict[str, str]:
     """What a replica is told: which one it is (a fleet's launcher tells each of its
-    servers), and its share of the check's threads."""
-    return {REPLICA_ENV: str(replica), **threads_env(world, threads)}
+    servers), and its share of the check's threads: the same in every phase, the cold
+    replica's too (Inductor keys a CPU graph by its thread count,
+    cpp_runtime_thread_count: a cold replica with all the threads misses every warm)."""
+    return {REPLICA_ENV: str(replica), **threads_env(replicas, threads)}
 
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def process_env(path: FleetRestart, plan: PhasePlan, r: int, port: int, threads: int
+                ) -> Dict[str, str]:
+    """Process r's environment in its phase: torchrun's where the phase's processes
+    form a group, else a replica's; the check's threads shared by the path's N in every
+    phase, a phase of one process too."""
+    if plan.process_group:
+        return rank_env(r, path.processes(plan), port, threads)
+    return replica_env(r, path.size, threads)
 
 
 class FleetCheckRun(CheckRun):
@@ -161,7 +174,7 @@ class FleetCheckRun(CheckRun):
             if not all(self.path.goes_on(self.recs[rank_phase(plan.name, r)])
                        for r in range(n)):  # the path is n/a here (compile_once: no API)
                 break
-        self.notes[:] = fresh_notes(self.notes)
+        self.notes[:] = fresh_notes(self.notes, self.path.noun)
         result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
         accepted.apply(result, self._accepted())
         return result
@@ -199,15 +212,9 @@ class FleetCheckRun(CheckRun):
               ) -> Outcome:
         """One process, in its thread: an exception here is this process's error (the
         others are ended), never a thread that dies while they wait for it."""
-        n, phase, threads = self.path.processes(plan), rank_phase(plan.name, r), \
-            self.settings.threads
+        phase = rank_phase(plan.name, r)
         self._here.cold = plan.name == "cold"
-        env = rank_env(r, n, port, threads) if plan.process_group \
-            else replica_env(r, n, threads)
-        # every process the share of the N: Inductor's CPU key holds the thread count
-        # (cpp_runtime_thread_count), and a one-process phase (compile once's compile)
-        # with more threads than the N that load its entries would key them apart
-        env.update(threads_env(self.path.size, threads))
+        env = process_env(self.path, plan, r, port, self.settings.threads)
         try:
             rec, failure = self.run_phase(root, phase, extra=self._extra(plan, r, abort),
                                           env_extra={**self.path.phase_env(plan), **env})
@@ -308,15 +315,15 @@ class FleetCheckRun(CheckRun):
 _FRESH = re.compile(r"^the (\S+)\.r\d+ phase ran in a fresh interpreter")
 
 
-def fresh_notes(notes: List[str]) -> List[str]:
-    """The ranks that ran in a fresh interpreter, one note: a phase's ranks start at
-    once, and a check's preloaded interpreter serves one of them."""
+def fresh_notes(notes: List[str], who: str = "rank") -> List[str]:
+    """The ranks (replicas) that ran in a fresh interpreter, one note: a phase's
+    processes start at once, and a check's preloaded interpreter serves one of them."""
     matches = [m for m in map(_FRESH.match, notes) if m]
     if not matches:
         return notes
     fresh = {m.string for m in matches}
     phases = ", ".join(dict.fromkeys(m.group(1) for m in matches))
     return [n for n in notes if n not in fresh] + [
-        f"{len(fresh)} rank phase(s) ({phases}) ran in a fresh interpreter, not forked from "
-        f"a preloaded one: the ranks of a phase start at once, and a check's preloaded "
+        f"{len(fresh)} {who} phase(s) ({phases}) ran in a fresh interpreter, not forked from "
+        f"a preloaded one: the {who}s of a phase start at once, and a check's preloaded "
         f"interpreter serves one of them"]

@@ -205,9 +205,10 @@ def rank_false_hit(r: int, loaded: Mapping[str, Dict[str, Any]],
     writer, who = entry["writer"]["rank"], fleet.noun
     first = cmp.mismatches[0]
     files = entry.get("files") or {}
-    several = (f"; the key's folder holds {len(files)} files, whose bytes differ, from "
-               + ", ".join(named(min(v), who) for v in files.values())) \
-        if len(files) > 1 else ""
+    several = ""
+    if len(files) > 1:
+        several = (f"; the key's folder holds {len(files)} files, whose bytes differ, from "
+                   + ", ".join(named(min(v), who) for v in files.values()))
     more = len(loaded) - 1
     comps = _components(entry.get("components") or [], who=f"{who}s")
     return "\n    ".join((

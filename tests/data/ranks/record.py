@@ -1,7 +1,8 @@
 """Cut the per-rank phase records of a multi-rank session's kept cache roots into
-tests/data/ranks/<check>.json, for tests/test_ranks_rules.py (README.md says how).
+tests/data/ranks/<check>.json, for tests/test_ranks_rules.py (README.md says how); a
+replicated session's into tests/data/replicas (DIR), for tests/test_replicas_rules.py.
 
-    python tests/data/ranks/record.py REPORT.json
+    python tests/data/ranks/record.py REPORT.json [DIR]
 
 REPORT.json: the session's --compile-cache-report, run with --compile-cache-keep (every
 check's root kept; the `private` roots are named in each check's notes).
@@ -34,7 +35,7 @@ def cut(rec: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def main(report: str) -> None:
+def main(report: str, into: Path = HERE) -> None:
     data = json.loads(Path(report).read_text())
     for check in data["checks"]:
         if not check.get("ranks"):  # a phase that failed: no rank was judged
@@ -48,11 +49,11 @@ def main(report: str) -> None:
         expected = {k: check[k] for k in ("verdict", "problems", "notes")}
         expected["ranks"] = [{k: r[k] for k in ("rank", "verdict", "loaded_from_other_ranks")}
                              for r in check["ranks"]]
-        out = HERE / f"{name}.json"
+        out = into / f"{name}.json"
         out.write_text(json.dumps({"nodeid": check["nodeid"], "recs": recs,
                                    "expected": expected}, indent=1) + "\n")
         print(out, out.stat().st_size)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *(Path(p) for p in sys.argv[2:3]))
