@@ -65,10 +65,11 @@ def marker_problem(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Optional[s
         n = kwargs.get(what, 1)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             return f"{what}={n!r}: the number of processes of the body, an integer from 1"
-    if "ranks" in kwargs and "replicas" in kwargs:
-        return ("ranks and replicas together: a check runs as the ranks of one job "
-                "(ranks=N) or as replicas of one single-process program (replicas=N); "
-                "give one")
+    fleets = [k for k in CHECK_KWARGS if k in kwargs]
+    if len(fleets) > 1:
+        return (f"{' and '.join(fleets)} together: a check runs as the ranks of one job "
+                f"(ranks=N), as replicas of one single-process program (replicas=N), or "
+                f"compiled once and loaded by N ranks (compile_once=N); give one")
     unknown = [k for k in kwargs if k not in COMPILE_KWARGS and k not in CHECK_KWARGS]
     if unknown:
         return (f"{', '.join(unknown)}: not a torch.compile keyword (it takes "

@@ -73,6 +73,7 @@ class Settings:
     warm_on_other_gpu = property(lambda self: self.scenario("other_gpu") or "")
     ranks = property(lambda self: int(self.scenario("ranks") or 1))
     replicas = property(lambda self: int(self.scenario("replicas") or 1))
+    compile_once = property(lambda self: int(self.scenario("compile_once") or 1))
 
     def path_option(self, name: str) -> Any:
         """The value of a warm-start path's own option (None: not given)."""

@@ -58,8 +58,14 @@ PRIVATE_FIX = ("to share a cache in your own runs and keep the check's private o
 LIST_CHECKS_ENV = "PYTEST_COMPILECACHE_LIST_CHECKS"
 
 # the compile_cache marker's arguments that shape the check, not torch.compile's
-CHECK_KWARGS = ("ranks", "replicas")
+CHECK_KWARGS = ("ranks", "replicas", "compile_once")
 
 # a replica's index (0 .. N-1) in each replica's environment (compile_cache(replicas=N)),
 # as a fleet's launcher tells each server which one it is
 REPLICA_ENV = "PYTEST_COMPILECACHE_REPLICA"
+
+# compile once, load on N (compile_cache(compile_once=N), child/once.py): set in every
+# process of such a check (compile_on_one_rank on), and in the one compiling process the
+# world size of its fake process group
+ONCE_ENV = "PYTEST_COMPILECACHE_COMPILE_ONCE"
+FAKE_WORLD_ENV = "PYTEST_COMPILECACHE_FAKE_WORLD"

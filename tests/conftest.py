@@ -54,7 +54,7 @@ os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 # timeout) could start last while the other workers sit idle. The order of the rest,
 # and of the tests within a module, is left as collected.
 LONGEST_FIRST = (
-    "test_deploy.py", "test_ranks.py", "test_drift.py", "test_accepted_drift.py",
+    "test_deploy.py", "test_ranks.py", "test_once.py", "test_drift.py", "test_accepted_drift.py",
     "test_paths.py", "test_pr_lane.py", "test_user_training.py", "test_launcher.py",
     "test_hostile.py", "test_faults.py",
     "test_remote.py", "test_action_selftest.py",

@@ -89,16 +89,22 @@ def launch(body: str, name: str, root: Path, nproc: int, keys: bool,
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     seconds = time.monotonic() - start
     (out / "log.txt").write_text(proc.stdout + proc.stderr)
+    ranks = read_ranks(body, name, out, nproc, f"(rc {proc.returncode})\n{proc.stderr}")
+    return {"ranks": ranks, "seconds": seconds, "cmd": cmd}
+
+
+def read_ranks(body: str, name: str, out: Path, nproc: int, log: str) -> List[Dict[str, Any]]:
+    """What each rank of a launch wrote (its counters, its output); one that wrote
+    nothing ends the script with the launch's log."""
     ranks = []
     for r in range(nproc):
         path = out / f"rank{r}.json"
         if not path.exists():
-            sys.exit(f"{body} {name}: rank {r} wrote nothing (rc {proc.returncode})\n"
-                     f"{proc.stderr[-3000:]}")
+            sys.exit(f"{body} {name}: rank {r} wrote nothing {log[-3000:]}")
         result = json.loads(path.read_text())
         result["out"] = torch.load(out / f"rank{r}.pt")
         ranks.append(result)
-    return {"ranks": ranks, "seconds": seconds, "cmd": cmd}
+    return ranks
 
 
 def compared(out: torch.Tensor, ref: torch.Tensor) -> str:

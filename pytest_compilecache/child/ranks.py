@@ -54,8 +54,10 @@ class RankGroup:
         either case."""
         import torch.distributed as dist
 
+        from pytest_compilecache.child import once
+
         self._undo = _spy_writes(self.writes, self.sizes)
-        if not self.grouped:
+        if once.prepare(self.record, self.rank) or not self.grouped:
             return
         t0 = time.monotonic()
         dist.init_process_group(str(self.backend),

@@ -28,6 +28,7 @@ from pytest_compilecache.judge.ranks import needs_private, rank_phase
 from pytest_compilecache.model import CheckResult, error_result
 from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
 from pytest_compilecache.paths.local import LocalRestart
+from pytest_compilecache.paths.compile_once import CompileOnceRestart
 from pytest_compilecache.paths.fleet import FleetRestart
 from pytest_compilecache.paths.ranks import RankedRestart
 from pytest_compilecache.paths.replicas import ReplicatedRestart
@@ -37,7 +38,8 @@ from pytest_compilecache.wire import PhaseRecord, PhaseSpec
 Outcome = Tuple[Optional[PhaseRecord], Optional[CheckResult]]
 
 
-FLEETS = (("ranks", RankedRestart), ("replicas", ReplicatedRestart))
+FLEETS = (("ranks", RankedRestart), ("replicas", ReplicatedRestart),
+          ("compile_once", CompileOnceRestart))
 
 
 def ranks_of(item: Any, settings: Any, what: str = "ranks") -> int:
@@ -169,6 +171,9 @@ class FleetCheckRun(CheckRun):
             for r in range(n):
                 self.snaps[rank_phase(plan.name, r)] = fs.snapshot(roots[r].watched)
             self._phase_timings(plan.name, n)
+            if not all(self.path.goes_on(self.recs[rank_phase(plan.name, r)])
+                       for r in range(n)):  # the path is n/a here (compile_once: no API)
+                break
         self.notes[:] = fresh_notes(self.notes, self.path.noun)
         result = self.path.judge(nodeid, self.recs, self.snaps, self.timings, root.triton)
         accepted.apply(result, self._accepted())

@@ -91,6 +91,9 @@ def failed_names(*cmps: Union[None, ColdComparison, EagerComparison]) -> Set[str
     return {m.name for c in cmps if c is not None for m in c.mismatches}
 
 
+NO_COLD = "outputs: the warm run produced no comparison with cold"
+
+
 def outputs(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord,
             cold_is_other_code: bool = False) -> None:
     cmp_cold = warm.compare_cold
@@ -99,7 +102,7 @@ def outputs(res: CheckResult, cold: PhaseRecord, warm: PhaseRecord,
                    "cold_vs_eager": as_written(cold.compare_eager, failed),
                    "warm_vs_eager": as_written(warm.compare_eager, failed)}
     if cmp_cold is None:
-        res.problems.append("outputs: the warm run produced no comparison with cold")
+        res.problems.append(NO_COLD)
     elif not cmp_cold.ok:
         _warm_differs(res, cmp_cold, cold_is_other_code)
     _within_noise(res, cmp_cold)

@@ -46,9 +46,19 @@ class Fleet:
     wrote: str = "wrote in the cold phase"  # how a false hit says the writer's write
     fix: str = FIX
     unkeyed: str = "the rank is not in it"  # what the key lacks, in a false hit
+    # the cold phase's one process compiled for every process (compile once): its writes
+    # are none of theirs, and its name is COMPILING
+    compiler: bool = False
 
 
 RANKS = Fleet()
+COMPILER = -1  # the writer of every cold entry where one process compiled for all
+COMPILING = "the compiling process"
+
+
+def named(rank: int, who: str) -> str:
+    """A writer by name: a process by its index, or compile once's compiling process."""
+    return COMPILING if rank == COMPILER else f"{who} {rank}"
 
 
 def rank_phase(phase: str, rank: int) -> str:
@@ -61,7 +71,7 @@ def judge_ranks(nodeid: str, phases: Mapping[str, PhaseRecord], snaps: Mapping[s
                 n: int, via: str = "ranks", fleet: Fleet = RANKS) -> CheckResult:
     """The check's result: each process's own, under `ranks`; its problems theirs."""
     per = [_rank_result(nodeid, phases, snaps, timings, triton_dir, r) for r in range(n)]
-    writers = cold_writers(phases, n, fleet.written_in)
+    writers = fleet_writers(phases, n, fleet)
     res = CheckResult(nodeid=nodeid, verdict="pass", device=per[0].device,
                       device_name=per[0].device_name, form=per[0].form,
                       versions=per[0].versions, timings=timings, via=via)
@@ -84,7 +94,7 @@ def judge_ranks(nodeid: str, phases: Mapping[str, PhaseRecord], snaps: Mapping[s
 def needs_private(phases: Mapping[str, PhaseRecord], n: int, fleet: Fleet = RANKS) -> bool:
     """The private phase has something to judge: a warm process loaded an entry only
     another wrote (else each one's warm run is its own cold compile's restart)."""
-    writers = cold_writers(phases, n, fleet.written_in)
+    writers = fleet_writers(phases, n, fleet)
     return any(cross_loads(phases[rank_phase("warm", r)], writers, r) for r in range(n)
                if rank_phase("warm", r) in phases)
 
@@ -97,9 +107,9 @@ def shared_note(r: int, loaded: Mapping[str, Dict[str, Any]],
     if not loaded or cmp is None or not cmp.ok:
         return []
     by = sorted({e["writer"]["rank"] for e in loaded.values()})
-    return [f"{who} {r} loaded {len(loaded)} entr(ies) that {who}(s) "
-            f"{', '.join(map(str, by))} wrote, and computed what its own compile over a "
-            f"root of its own does ({cmp.mode})"]
+    writers = COMPILING if by == [COMPILER] else f"{who}(s) {', '.join(map(str, by))}"
+    return [f"{who} {r} loaded {len(loaded)} entr(ies) that {writers} wrote, and "
+            f"computed what its own compile over a root of its own does ({cmp.mode})"]
 
 
 def first_of(phases: Mapping[str, Any], phase: str, r: int) -> str:
@@ -144,6 +154,15 @@ def cold_writers(phases: Mapping[str, PhaseRecord], n: int,
     return out
 
 
+def fleet_writers(phases: Mapping[str, PhaseRecord], n: int, fleet: Fleet) -> Writers:
+    """The writers of the shared root's entries, as the fleet's rules see them: where
+    one process compiled for all (compile once), that process (COMPILER) alone."""
+    writers = cold_writers(phases, n, fleet.written_in)
+    if not fleet.compiler:
+        return writers
+    return {folder: {name: {COMPILER} for name in files} for folder, files in writers.items()}
+
+
 def writes_of(rec: Optional[PhaseRecord]) -> Dict[str, Any]:
     """The entry files a process's compile wrote (child/ranks.py): file -> digest."""
     return ((rec.raw.get("rank") or {}).get("writes") or {}) if rec else {}
@@ -171,7 +190,7 @@ def _loaded(layer: str, gid: str, e: CacheEntry, files: Mapping[str, Set[int]],
             first: str, who: str) -> Dict[str, Any]:
     return {"layer": layer, "graph": gid, "backward": e.backward,
             "components": [list(c) for c in e.components],
-            "writer": {"id": f"{who} {min(files[first])}", "rank": min(files[first])},
+            "writer": {"id": named(min(files[first]), who), "rank": min(files[first])},
             "files": {name: sorted(ranks) for name, ranks in sorted(files.items())}}
 
 
@@ -189,18 +208,18 @@ def rank_false_hit(r: int, loaded: Mapping[str, Dict[str, Any]],
     several = ""
     if len(files) > 1:
         several = (f"; the key's folder holds {len(files)} files, whose bytes differ, from "
-                   f"{who}s " + ", ".join(str(min(v)) for v in files.values()))
+                   + ", ".join(named(min(v), who) for v in files.values()))
     more = len(loaded) - 1
     comps = _components(entry.get("components") or [], who=f"{who}s")
     return "\n    ".join((
         f"{who} false hit: {who} {r} loaded the {entry['layer']} entry {key[:16]}… of graph "
-        f"{entry['graph']}{' (backward)' if entry.get('backward') else ''} that {who} "
-        f"{writer} {fleet.wrote} (same key){f', and {more} more' if more else ''}",
+        f"{entry['graph']}{' (backward)' if entry.get('backward') else ''} that "
+        f"{named(writer, who)} {fleet.wrote} (same key){f', and {more} more' if more else ''}",
         f"outputs: {who} {r}'s warm outputs differ from its own compile over a root no "
         f"other {who} writes in {len(cmp.mismatches)} tensor(s); first {first.name}: "
         f"{first.message}",
-        f"writer and loader: {who} {writer} wrote it, {who} {r} loaded it (torch reads a "
-        f"key's files in name order){several}",
+        f"writer and loader: {named(writer, who)} wrote it, {who} {r} loaded it (torch "
+        f"reads a key's files in name order){several}",
         f"what the key holds: {comps}; {fleet.unkeyed}",
         f"fix: {fleet.fix}"))
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 # the modules of the paths this package brings, in --help's order
 BUILTIN = ("local", "mega", "precompile", "aot", "aoti", "remote", "deploy", "record", "keys",
-           "shared", "other_gpu", "ranks", "replicas")
+           "shared", "other_gpu", "ranks", "replicas", "compile_once")
 
 # --compile-cache-via's help, written out: the path modules import the judges, which
 # pytest's start-up would pay for in every session (test_plugin holds these to the

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from pytest_compilecache import layers
+from pytest_compilecache.judge.ranks import COMPILER, COMPILING
 from pytest_compilecache.model import CheckResult
 
 
@@ -50,5 +51,7 @@ def _loaded(row: Dict[str, Any]) -> str:
     loaded = row.get("loaded_from_other_ranks") or []
     if not loaded:
         return ""
-    by = sorted({str(e.get("writer")) for e in loaded})
-    return f"; loaded {len(loaded)} entr(ies) {_noun(row)}(s) {', '.join(by)} wrote"
+    by = sorted({e.get("writer") for e in loaded}, key=str)
+    if by == [COMPILER]:
+        return f"; loaded {len(loaded)} entr(ies) {COMPILING} wrote"
+    return f"; loaded {len(loaded)} entr(ies) {_noun(row)}(s) {', '.join(map(str, by))} wrote"

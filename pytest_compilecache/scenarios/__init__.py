@@ -11,7 +11,8 @@ from pytest_compilecache.scenarios.base import ALONE, FOR_LOCAL, Scenario
 
 # the scenario modules of this package; the first one switched on of those that stand
 # alone is the session's path (keys-only before manifest-only: it records them faster)
-BUILTIN = ("keys", "record", "deploy", "shared", "other_gpu", "ranks", "replicas")
+BUILTIN = ("keys", "record", "deploy", "shared", "other_gpu", "ranks", "replicas",
+           "compile_once")
 
 Registry = Dict[str, Scenario]
 

@@ -69,10 +69,17 @@ def device() -> torch.device:
 
 def start() -> int:
     """The process group (gloo on CPU, NCCL on CUDA), torchrun's env rendezvous;
-    returns the rank."""
+    returns the rank. plain_once.py's compiling process (PLAIN_ONCE_GROUP=fake) makes a
+    fake group of WORLD_SIZE ranks, itself rank 0, as torchtitan's precompile_main.py
+    does; a replica (PLAIN_ONCE_GROUP=none) makes none."""
     if os.environ.get("PLAIN_PAIR_KEYS") == "1":
         _keep_key_bytes()
-    if DEVICE == "cpu":
+    group = os.environ.get("PLAIN_ONCE_GROUP")
+    if group == "fake":
+        dist.init_process_group("fake", rank=RANK, world_size=int(os.environ["WORLD_SIZE"]))
+    elif group == "none":
+        pass
+    elif DEVICE == "cpu":
         dist.init_process_group("gloo")
     else:
         torch.cuda.set_device(device())
@@ -94,4 +101,5 @@ def finish(out: torch.Tensor, losses: Optional[List[float]] = None) -> None:
     }
     torch.save(out.detach().cpu(), OUT / f"rank{RANK}.pt")
     (OUT / f"rank{RANK}.json").write_text(json.dumps(result))
-    dist.destroy_process_group()
+    if dist.is_initialized():
+        dist.destroy_process_group()
