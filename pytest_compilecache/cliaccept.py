@@ -11,7 +11,7 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from pytest_compilecache.clifiles import CliError, as_manifest, files, load
 from pytest_compilecache.history import accepted_drift as ad
@@ -28,7 +28,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         raise CliError(f"the accepted drift is kept in the repository: {e}") from None
     pytest_args = _after_dashes(args.pytest_args)
     if pytest_args:
-        _record_head(args.ref, pytest_args)
+        _record_head(args.ref, pytest_args, args.store)
     pa, pb = files(args, [args.ref, args.head])
     a, b = load(pa), load(pb)
     base, head = as_manifest(a, pa), as_manifest(b, pb)
@@ -65,11 +65,13 @@ def _after_dashes(rest: List[str]) -> List[str]:
     return rest
 
 
-def _record_head(ref: str, pytest_args: List[str]) -> None:
+def _record_head(ref: str, pytest_args: List[str], store: Optional[str] = None) -> None:
     """The keys-only session that records this commit's keys (and REF's, where the
-    store lacks them) first: its drift is what is accepted, so its exit status is not."""
+    store lacks them) first, into the store accept then reads: its drift is what is
+    accepted, so its exit status is not."""
     argv = [sys.executable, "-m", "pytest", *pytest_args, "--compile-cache-check",
-            "--compile-cache-keys-only", f"--compile-cache-baseline={ref}", "-q"]
+            "--compile-cache-keys-only", f"--compile-cache-baseline={ref}", "-q",
+            *([f"--compile-cache-store={store}"] if store else [])]
     print("recording the keys: " + " ".join(argv[1:]), flush=True)
     rc = subprocess.run(argv, stdout=subprocess.DEVNULL).returncode
     if rc not in (0, 1):  # 1: drift, or a check that failed (its keys are recorded)

@@ -172,7 +172,7 @@ def test_accept_takes_the_pytest_args_the_failure_names_after_the_dashes(
 
     recorded: list = []
 
-    def record(ref: str, pytest_args: list) -> None:
+    def record(ref: str, pytest_args: list, store: object = None) -> None:
         recorded.append((ref, pytest_args))
         raise SystemExit(0)
 
@@ -182,6 +182,26 @@ def test_accept_takes_the_pytest_args_the_failure_names_after_the_dashes(
     with pytest.raises(SystemExit):
         main(["accept", *argv])
     assert recorded == [("main", ["tests", "-m", "compile_cache"])]
+
+
+def test_accept_records_the_keys_into_the_store_it_then_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`accept --store DIR REF -- ARGS`: the keys-only session wrote to the default store
+    while accept read DIR, which lacked the head's keys (the PR lane, issue 52)."""
+    from pytest_compilecache import cliaccept
+
+    started: list = []
+
+    def run(argv: list, **kwargs: object) -> None:
+        started.append(argv)
+        raise SystemExit(0)
+
+    git(tmp_path, "init", "-q")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cliaccept.subprocess, "run", run)
+    with pytest.raises(SystemExit):
+        main(["accept", "--store", "ci-store", "main", "--", "tests"])
+    assert started and started[0][-1] == "--compile-cache-store=ci-store", started
 
 
 def test_a_stale_entry_whose_components_are_the_same_names_the_keys_that_changed() -> None:
