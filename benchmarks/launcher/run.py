@@ -6,7 +6,7 @@ Per round and case, the two launchers one after the other, in an order that alte
 between rounds: one `pytest --compile-cache-check` session each (`--compile-cache-store=
 none`, `--compile-cache-device=cpu`), timed from start to exit. Cases: `examples` (the
 repository's examples/, two checks) and `thirty` (a generated test file of 30 tiny
-marked models, half of them training). The preloaded sessions share one launcher-state
+marked models, inference only). The preloaded sessions share one launcher-state
 dir, as a user's sessions do. Prints each session's wall and its phases' median start-up
 (the report's `<phase>_startup_s`, the wait for the preloaded interpreter included), then
 per case and round the ratio preloaded / fresh against issue 54's bar (the preloaded
@@ -50,8 +50,7 @@ class Tiny(torch.nn.Module):
 @pytest.fixture(params=range(30), ids=lambda i: f"w{8 + i}")
 def tiny(request):
     width = 8 + request.param
-    return ModelCase(Tiny(width), example_inputs=(torch.randn(4, width),),
-                     train=request.param % 2 == 0)
+    return ModelCase(Tiny(width), example_inputs=(torch.randn(4, width),))
 
 
 @pytest.mark.compile_cache
