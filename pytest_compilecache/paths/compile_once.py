@@ -27,8 +27,6 @@ class CompileOnceRestart(FleetRestart):
     name = via = "compile_once"
     noun = "rank"
     fleet = ONCE
-    summary = ""  # not a --compile-cache-via value: compile_cache(compile_once=N)
-    selectable = False
     # the compiling process's outputs are a fake group's (its collectives move no data)
     # and rank 0's: no loader is held to them, each to its own fresh compile instead
     phases: Tuple[PhasePlan, ...] = (

@@ -16,6 +16,8 @@ from pytest_compilecache.paths.local import LocalRestart
 class FleetRestart(LocalRestart):
     """A restart over one cache whose phases are run by one or N processes each."""
     noun = "process"  # what one of the N is called in errors and notes: rank, replica
+    summary = ""  # not a --compile-cache-via value: a marker's ranks=N, replicas=N, ...
+    selectable = False
     fleet: Fleet = RANKS  # what the rules say of one (judge/ranks.py)
     storable = False  # its root holds every process's entries: not one process's restart
     records_keys = False  # its phases are per process (cold.r0 ...): no one cold run's keys

@@ -21,8 +21,6 @@ class RankedRestart(FleetRestart):
     """Cold and warm over the ranks' shared root, then each rank over its own."""
     name = via = "ranks"
     noun = "rank"
-    summary = ""  # not a --compile-cache-via value: compile_cache(ranks=N)
-    selectable = False
     phases: Tuple[PhasePlan, ...] = (
         PhasePlan("cold", keeps_outputs=True, fleet=True, process_group=True),
         PhasePlan("warm", keeps_outputs=True, compare_with="cold", fleet=True,

@@ -23,8 +23,6 @@ class ReplicatedRestart(FleetRestart):
     name = via = "replicas"
     noun = "replica"
     fleet = REPLICAS
-    summary = ""  # not a --compile-cache-via value: compile_cache(replicas=N)
-    selectable = False
     layout = "pinned"  # one server per GPU: each replica sees its own as cuda:0
     phases: Tuple[PhasePlan, ...] = (
         PhasePlan("cold", keeps_outputs=True),
