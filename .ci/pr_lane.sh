@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The PR lane (.github/workflows/pr-lane-selftest.yml) under act, offline: a scratch model
-# repository of the shipped examples; main's push keeps its compile caches in a host
-# directory standing in for actions/cache; then two PRs restore them: a README edit (no
-# key changes: every layer hits warm over main's caches) and an Inductor config flip (the
-# keys-only drift and the deploy both name it). Nothing a PR run does reaches the store.
+# repository of the shipped examples, its MLP in two stages (a graph break; the second
+# holds a custom op of ops.py); main's push keeps its compile caches in a host directory
+# standing in for actions/cache; then PRs restore them: a README edit (no key changes:
+# every layer hits warm over main's caches); an Inductor config flip, red (the keys-only
+# drift and the deploy name it and the command that accepts it), then green with the
+# acceptance that command writes committed; then a model change accepted the same way
+# whose custom op's backward changed under the same key (a stale cache entry): red.
+# Nothing a PR run does reaches the store.
 # usage: .ci/pr_lane.sh [PYTHON]   (the Python with torch and the plugin installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +19,35 @@ mkdir -p "$repo" "$store" "$events"
 chmod 700 "$store"
 cp examples/conftest.py examples/models.py examples/test_models.py "$repo/"
 printf '[pytest]\n' >"$repo/pytest.ini"
+cat >"$repo/ops.py" <<'EOF'
+import torch
+
+
+@torch.library.custom_op("lane::scaled_sin", mutates_args=())
+def scaled_sin(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x) * 2.0
+
+
+@scaled_sin.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return grad * torch.cos(x)
+
+
+scaled_sin.register_autograd(_backward, setup_context=_setup)
+EOF
+sed -i -e '/^import torch$/a from ops import scaled_sin' -e 's/        return self.l2(torch.relu(self.l1(x)))/'\
+'        h = torch.relu(self.l1(x))\n        torch._dynamo.graph_break()\n'\
+'        return self.l2(scaled_sin(h))/' "$repo/models.py"
+grep -q scaled_sin "$repo/models.py" || { echo "pr lane: the MLP's two stages not written"; exit 1; }
 g() { git -C "$repo" -c user.name=t -c user.email=t@example.com "$@"; }
 g init -q -b main
 g add -A && g commit -qm "main"
@@ -28,16 +61,33 @@ printf '{"pull_request": {"base": {"sha": "%s", "ref": "main"}, "head": {"ref": 
 act_stand_ins "$work/stubs" action/action.yml .github/workflows/pr-lane-selftest.yml
 lane() {  # EVENT EXPECT
   echo "--- the PR lane: $1 ($2)"
+  local log=$work/$2.log
   act "$1" -e "$events/$([ "$1" = push ] && echo push || echo pr).json" \
     -W .github/workflows/pr-lane-selftest.yml -P ubuntu-latest=-self-hosted \
     --action-offline-mode --no-cache-server --env SELFTEST_PYTHON="$python" \
     --env PR_LANE_REPO="$repo" --env PR_LANE_STORE="$store" --env PR_LANE_EXPECT="$2" \
-    "${repl[@]}" 2>&1 | tail -n 40
-  [ "${PIPESTATUS[0]}" = 0 ] || { echo "pr lane: the $1 run ($2) failed"; exit 1; }
+    "${repl[@]}" >"$log" 2>&1 || { tail -n 60 "$log"; echo "pr lane: the $1 run ($2) failed"; exit 1; }
+  tail -n 40 "$log"
+  # a GitHub runner empties RUNNER_TEMP after each job; act's host runner leaves what a
+  # failing check kept, at the path where main's caches unpack (each act run has its own
+  # temp dir, main's caches the one of main's run): the next deploy could not use them
+  grep -o "cache root kept: $HOME/\.cache/act/[^ ]*" "$log" | cut -d' ' -f4 | xargs -r rm -rf || true
+}
+# the PR's author, on the PR's branch: the one command the red run names, over a store of
+# their own (here a copy of main's), then the acceptance committed: the diff is the review.
+# With CI=true, as GitHub sets it: torch reads it (functorch's error_on_custom_op_aliasing
+# defaults to it, in every AOT key), and the entry holds the keys CI computes.
+accept() {  # COMMIT-MESSAGE
+  (cd "$repo" && CI=true "$python" -m pytest_compilecache accept --store "$work/local" "$base" \
+    -- test_models.py::test_mlp_training)
+  g add -A && g commit -qm "$1"
+  [ "$(g show --name-only --format= HEAD)" = compilecache-accepted.json ] \
+    || { echo "pr lane: the acceptance commit is not compilecache-accepted.json alone"; exit 1; }
 }
 lane push main
 ls -d "$store"/caches/*/"$base"/* >/dev/null || { echo "pr lane: main kept no caches"; exit 1; }
 before=$(cd "$store" && find . | sort)
+cp -a "$store" "$work/local"
 g checkout -qb pr
 printf 'a model\n' >"$repo/README.md"
 g add -A && g commit -qm "docs"
@@ -46,5 +96,13 @@ g reset -q --hard main
 sed -i '1i import torch._inductor.config\ntorch._inductor.config.epilogue_fusion = False' "$repo/test_models.py"
 g add -A && g commit -qm "tune inductor"
 lane pull_request config
+accept "accept the config flip's new cache keys"
+lane pull_request accepted
+g reset -q --hard main
+sed -i 's/torch.relu(self.l1(x))/torch.nn.functional.gelu(self.l1(x))/' "$repo/models.py"
+sed -i 's/return grad \* torch.cos(x)$/return grad * torch.cos(x) * 2.0/' "$repo/ops.py"
+g add -A && g commit -qm "gelu; the custom op's backward fixed (in no cache key)"
+accept "accept gelu's new cache keys"
+lane pull_request stale
 [ "$(cd "$store" && find . | sort)" = "$before" ] || { echo "pr lane: a PR run changed the store"; exit 1; }
-echo "pr lane: main kept its caches; a README PR passed warm over them; a config flip was named; no PR run saved anything"
+echo "pr lane: main kept its caches; a README PR passed warm over them; a config flip was red, then green accepted; an accepted PR over a stale entry was red; no PR run saved anything"

@@ -1,7 +1,10 @@
 """The PR lane of docs/github-action.md under act, offline (.ci/pr_lane.sh): main's push
 keeps its compile caches; a README PR deploys warm over them with every layer hit; an
-Inductor config PR is named by the keys-only drift and by the deploy; no PR run saves
-anything. The script's assertions are .ci/pr_lane_assert.sh's (per run) and its own."""
+Inductor config PR is red, named by the keys-only drift and by the deploy with the
+command that accepts it, then green with that command's compilecache-accepted.json
+committed; an accepted model change over a stale cache entry (a custom op's backward in
+no key) stays red; no PR run saves anything. The script's assertions are
+.ci/pr_lane_assert.sh's (per run: outputs, job summary, annotations, report) and its own."""
 from __future__ import annotations
 
 import pytest
@@ -11,8 +14,8 @@ from conftest import run_under_act
 pytestmark = pytest.mark.slow
 
 
-def test_the_pr_lane_restores_mains_caches_names_a_config_flip_and_saves_nothing() -> None:
-    out = run_under_act("pr_lane.sh", timeout=1200)
-    for expect in ("main", "same", "config"):
+def test_the_pr_lane_accepts_a_config_flip_in_the_repo_and_stays_red_on_a_stale_entry() -> None:
+    out = run_under_act("pr_lane.sh", timeout=2400)
+    for expect in ("main", "same", "config", "accepted", "stale"):
         assert f"pr-lane self-test ({expect}): as expected" in out, out[-6000:]
     assert "no PR run saved anything" in out
