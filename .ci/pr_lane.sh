@@ -19,30 +19,13 @@ mkdir -p "$repo" "$store" "$events"
 chmod 700 "$store"
 cp examples/conftest.py examples/models.py examples/test_models.py "$repo/"
 printf '[pytest]\n' >"$repo/pytest.ini"
-cat >"$repo/ops.py" <<'EOF'
-import torch
-
-
-@torch.library.custom_op("lane::scaled_sin", mutates_args=())
-def scaled_sin(x: torch.Tensor) -> torch.Tensor:
-    return torch.sin(x) * 2.0
-
-
-@scaled_sin.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
-def _setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0])
-
-
-def _backward(ctx, grad):
-    (x,) = ctx.saved_tensors
-    return grad * torch.cos(x)
-
-
-scaled_sin.register_autograd(_backward, setup_context=_setup)
+# the custom op: tests/conftest.py's SCALED_SIN_OPS, read without importing the tests
+"$python" - "$repo/ops.py" <<'EOF'
+import ast, sys
+tree = ast.parse(open("tests/conftest.py").read())
+text = next(n.value.value for n in tree.body if isinstance(n, ast.Assign)
+            and getattr(n.targets[0], "id", "") == "SCALED_SIN_OPS")
+open(sys.argv[1], "w").write(text.replace("NS::", "lane::"))
 EOF
 sed -i -e '/^import torch$/a from ops import scaled_sin' -e 's/        return self.l2(torch.relu(self.l1(x)))/'\
 '        h = torch.relu(self.l1(x))\n        torch._dynamo.graph_break()\n'\

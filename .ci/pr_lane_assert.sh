@@ -51,8 +51,10 @@ case "$PR_LANE_EXPECT" in
     [ "$CHECK_VERDICT" = pass ] || fail "the accepted flip: the deploy gave $CHECK_VERDICT"
     [ "$(field "$CHECK_REPORT" 'c["layers"]["fx_graph"]["state"]')" = accepted ] \
       || fail "the deploy's fx_graph is not accepted"
-    says "$CHECK_SUMMARY" "compilecache-accepted.json accepts (inductor_config[epilogue_fusion])" \
-      "the deploy's summary"
+    says "$CHECK_SUMMARY" "| ☑️ accepted | ☑️ accepted |" "the deploy's summary"
+    [ "$(field "$CHECK_REPORT" 'any(n.startswith("the drift compilecache-accepted.json accepts "
+        "(inductor_config[epilogue_fusion]) explains") for n in c["notes"])')" = True ] \
+      || fail "the deploy's notes do not say what the acceptance explains"
     [ ! -s "$CHECK_ANNOTATIONS" ] || fail "the accepted flip annotated: $(cat "$CHECK_ANNOTATIONS")"
     ;;
   stale)  # a model change accepted; its custom op's backward, in no key, loads stale
