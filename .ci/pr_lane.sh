@@ -15,7 +15,11 @@ python=${1:-$(command -v python)}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 repo=$work/model store=$work/store events=$work/events
-mkdir -p "$repo" "$store" "$events"
+# act's host runs (their RUNNER_TEMP, where the checks' roots are) in this run's own dir,
+# not act's default ($XDG_CACHE_HOME/act, else ~/.cache/act: the tests set XDG_CACHE_HOME,
+# and other act runs on the machine share it), removed with it
+acts=$work/act
+mkdir -p "$repo" "$store" "$events" "$acts"
 chmod 700 "$store"
 cp examples/conftest.py examples/models.py examples/test_models.py "$repo/"
 printf '[pytest]\n' >"$repo/pytest.ini"
@@ -47,14 +51,14 @@ lane() {  # EVENT EXPECT
   local log=$work/$2.log
   act "$1" -e "$events/$([ "$1" = push ] && echo push || echo pr).json" \
     -W .github/workflows/pr-lane-selftest.yml -P ubuntu-latest=-self-hosted \
-    --action-offline-mode --no-cache-server --env SELFTEST_PYTHON="$python" \
-    --env PR_LANE_REPO="$repo" --env PR_LANE_STORE="$store" --env PR_LANE_EXPECT="$2" \
+    --action-offline-mode --no-cache-server --action-cache-path "$acts" \
+    --env SELFTEST_PYTHON="$python" --env PR_LANE_REPO="$repo" --env PR_LANE_STORE="$store" --env PR_LANE_EXPECT="$2" \
     "${repl[@]}" >"$log" 2>&1 || { tail -n 60 "$log"; echo "pr lane: the $1 run ($2) failed"; exit 1; }
   tail -n 40 "$log"
   # a GitHub runner empties RUNNER_TEMP after each job; act's host runner leaves what a
   # failing check kept, at the path where main's caches unpack (each act run has its own
   # temp dir, main's caches the one of main's run): the next deploy could not use them
-  grep -o "cache root kept: $HOME/\.cache/act/[^ ]*" "$log" | cut -d' ' -f4 | xargs -r rm -rf || true
+  grep -o "cache root kept: $acts/[^ ]*" "$log" | cut -d' ' -f4 | xargs -r rm -rf || true
 }
 # the PR's author, on the PR's branch: the one command the red run names, over a store of
 # their own (here a copy of main's), then the acceptance committed: the diff is the review.
