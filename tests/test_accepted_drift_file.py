@@ -2,6 +2,7 @@
 test_accepted_drift.py run the one command and the deploy over real caches)."""
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any, Dict
@@ -37,7 +38,7 @@ def accepted_entry() -> Dict[str, Any]:
 def test_an_entry_accepts_that_change_exactly_and_nothing_later() -> None:
     e = accepted_entry()
     assert e["components"] == ["inductor_config[fallback_random]"]
-    assert e["graphs"]["fx_graph:0/0"] == {"old": "f1", "new": "f2"}
+    assert e["graphs"]["fx_graph:0/0"] == {"old": "f1", "new": "f2", "changes": FLIP}
     cmp = mf.compare_check(BASE, FLIPPED)
     assert ad.accept(cmp, e) and cmp["status"] == "accepted" and cmp["accepted_by"] == ad.FILE
     later = mf.compare_check(BASE, LATER)
@@ -74,18 +75,28 @@ def test_the_file_round_trips_and_a_broken_one_names_its_repair(tmp_path: Path) 
         ad.load(path)
 
 
-def rows(warm_fx: str) -> list:
+FLIP = {"inductor_config[fallback_random]": ["False", "True"]}
+DRIFT = [{"component": "inductor_config[fallback_random]", "cold": "False", "warm": "True",
+          "cold_hash": "False", "warm_hash": "True"}]
+GM_TOO = [*DRIFT, {"component": "gm", "cold": "g1", "warm": "y = x * 3",
+                   "cold_hash": "g1", "warm_hash": "g2"}]
+
+
+def rows(warm_fx: str, fx_drift: list, machine: str = "") -> list:
+    """The deploy's graph rows: each warm miss's drift from its cold twin (the base's)."""
     out = []
-    for layer, cold, warm in (("aot_autograd", "a1", "a2"), ("fx_graph", "f1", warm_fx)):
-        out += [{"phase": "cold", "layer": layer, "compile_id": "0/0", "key": cold,
+    for layer, cold, warm, drift in (("aot_autograd", "a1", "a2", DRIFT),
+                                     ("fx_graph", "f1", warm_fx, fx_drift)):
+        out += [{"phase": "cold", "layer": layer, "compile_id": "0/0", "key": cold + machine,
                  "state": "miss"},
-                {"phase": "warm", "layer": layer, "compile_id": "0/0", "key": warm,
-                 "state": "miss", "drift": [{"component": "x"}]}]
+                {"phase": "warm", "layer": layer, "compile_id": "0/0", "key": warm + machine,
+                 "state": "miss", "drift": drift}]
     return out
 
 
-def deployed(warm_fx: str) -> CheckResult:
-    res = CheckResult(nodeid="t.py::test_a", verdict="pass", graphs=rows(warm_fx), via="local")
+def deployed(warm_fx: str, fx_drift: list = DRIFT, machine: str = "") -> CheckResult:
+    res = CheckResult(nodeid="t.py::test_a", verdict="pass", via="local",
+                      graphs=rows(warm_fx, fx_drift, machine))
     for name in ("aot_autograd", "fx_graph", "kernels"):
         res.layers[name] = LayerVerdict(state="miss", reasons=["drifted"])
         res.problems.append(f"{name}: miss")
@@ -104,7 +115,7 @@ def test_the_deploy_accepts_the_misses_the_accepted_drift_explains() -> None:
 
 
 def test_a_miss_the_accepted_drift_does_not_explain_fails_naming_the_command() -> None:
-    res = deployed("f3")  # a later change: its key is not the accepted one
+    res = deployed("f3", GM_TOO)  # a later change: not the accepted one
     apply_drift(res, accepted_entry(), "main", ("aot_autograd", "fx_graph"))
     assert res.verdict == "fail"
     assert {n: lv.state for n, lv in res.layers.items()} == {
@@ -129,7 +140,7 @@ def test_accept_reads_the_stores_manifests_and_writes_the_file(
     assert out.startswith("accepted  t.py::test_a: inductor_config[fallback_random] "
                           "(2 graph(s))\n"), out
     assert ad.load(tmp_path / ad.FILE)["t.py::test_a"]["graphs"]["fx_graph:0/0"] == {
-        "old": "f1", "new": "f2"}
+        "old": "f1", "new": "f2", "changes": FLIP}
     assert main(["accept", "--head", str(head), str(base)]) == 0
     assert capsys.readouterr().out.endswith(": nothing to change\n")
 
@@ -208,10 +219,46 @@ def test_a_stale_entry_whose_components_are_the_same_names_the_keys_that_changed
     # issue 52's newcomer: a custom op's backward edited after the accepted change gave
     # "its check's drift is another now (example_inputs[1], gm; accepted: example_inputs[1],
     # gm)": the same names on both sides, nothing said of what differs
-    again = mf.compare_check(BASE, entry("3", "True"))
+    again = mf.compare_check(BASE, entry("3", "1"))  # the same flag, to another value
     why = ad.stale_reason(accepted_entry(), again)
     assert why is not None and why.startswith(
         "its check's keys changed again in the same components "
         "(inductor_config[fallback_random]): "), why
     assert ("aot_autograd:0/0 a1… -> a3…, accepted a1… -> a2…" in why
             or "fx_graph:0/0 f1… -> f3…, accepted f1… -> f2…" in why), why
+
+
+# functorch's config as torch 2.13.0 (CPU) hashes it into every AOTAutograd key, CI unset
+# and CI=true (error_on_custom_op_aliasing defaults to CI): two processes over one
+# TORCHINDUCTOR_CACHE_DIR, the second with CI=true, missed AOTAutograd on that component
+AUTOGRAD_CONFIG = {"local": "jw4zp6st3lsywg7465untpwcyjf7cs75swes6gsp2uhxrs3aoxp",
+                   "ci": "43yjk5ijs2bzpejhevrrahlc7hjme2ydwaogarxn5g6d2hx7mnq"}
+
+
+def on(machine: str, record: Dict[str, Any]) -> Dict[str, Any]:
+    """A check's record as a machine computes it: its autograd_config in the AOT key, and
+    every key other for it."""
+    out = copy.deepcopy(record)
+    for g in out["graphs"].values():
+        g["key"] += f"-{machine}"
+        if g["layer"] == "aot_autograd":
+            g["components"].append(["autograd_config", AUTOGRAD_CONFIG[machine], "<pickle>"])
+    return out
+
+
+def test_an_acceptance_recorded_with_ci_unset_accepts_the_run_with_ci_true() -> None:
+    """`accept` on a laptop (CI unset), the keys-only drift and the deploy on GitHub
+    (CI=true): other keys on both sides, the same components changed between the same
+    values. A later change is still not accepted."""
+    e = ad.entry_of(mf.compare_check(on("local", BASE), on("local", FLIPPED)), "main")
+    ci = mf.compare_check(on("ci", BASE), on("ci", FLIPPED))
+    assert ci["graphs"][0]["old_key"] != e["graphs"]["aot_autograd:0/0"]["old"]
+    assert ad.accept(ci, e) and ci["status"] == "accepted"
+    assert ad.stale_lines({"t.py::test_a": e}, {"t.py::test_a": ci}, "main") == []
+    assert not ad.accept(mf.compare_check(on("ci", BASE), on("ci", LATER)), e)
+    res = deployed("f2", machine="-ci")
+    apply_drift(res, e, "main", ("aot_autograd", "fx_graph"))
+    assert res.verdict == "pass", res.problems
+    later = deployed("f3", GM_TOO, machine="-ci")
+    apply_drift(later, e, "main", ("aot_autograd", "fx_graph"))
+    assert later.verdict == "fail" and later.layers["fx_graph"].state == "miss"

@@ -91,7 +91,8 @@ def test_a_stored_row_keeps_key_digest_and_count_and_drift_loads_both_values(tmp
                            load_old=ManifestStore(tmp_path).loader(base))
     (g,) = cmp["graphs"]
     assert cmp["status"] == "drifted" and g["components"] == [
-        {"component": "gm", "old": "a\\nb = x * 2.0", "new": "a\\nb = x * 3.0"}]
+        {"component": "gm", "old": "a\\nb = x * 2.0", "new": "a\\nb = x * 3.0",
+         "old_hash": "g1", "new_hash": "g2"}]
     assert "-b = x * 2.0" in g["graph_code_diff"] and "+b = x * 3.0" in g["graph_code_diff"]
     same = mf.compare_check(base["checks"][NODE], entry(COMPS, "f1"),
                             load_old=lambda row: pytest.fail("loaded an unchanged graph"))

@@ -42,7 +42,9 @@ def test_a_drifted_key_keeps_both_sides_whole_with_the_drift_and_its_values() ->
                                   "warm aot_autograd miss", "warm fx_graph miss"]
     warm = next(r for r in rows if r["phase"] == "warm" and r["layer"] == "fx_graph")
     assert warm["drift"] == [{"component": "inductor_config[epilogue_fusion]",
-                              "cold": "False", "warm": "True"}]
+                              "cold": "False", "warm": "True",
+                              "cold_hash": "esstihe2nyydk4mhzpvox3qkajyu5y5t23hk3fi2me7jn75xi3o",
+                              "warm_hash": "cev5uo2jlwdhw2uyzcm7vr6cl23azjfw437f5r5lskm7spucos6"}]
     assert keys.components_digest(warm["components"]) == warm["components_digest"]
 
 

@@ -485,7 +485,9 @@ def test_keys_that_drifted_from_the_baselines_fail_a_passing_check_naming_the_co
     assert res.drift["status"] == "drifted"
     [g] = res.drift["graphs"]
     # the baseline's components were read back from the store's blobs
-    assert g["components"] == [{"component": "grad_enabled", "old": "True", "new": "False"}]
+    assert g["components"] == [{"component": "grad_enabled", "old": "True", "new": "False",
+                                "old_hash": "0" * 51,  # _rekeyed's
+                                "new_hash": "esstihe2nyydk4mhzpvox3qkajyu5y5t23hk3fi2me7jn75xi3o"}]
 
 
 def test_a_drift_the_session_allows_is_accepted(harness: Harness, tmp_path: Path) -> None:

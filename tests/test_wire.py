@@ -228,7 +228,8 @@ def test_keys_match_typed_entries_and_manifest_rows_alike() -> None:
     assert keys.best_match(CacheEntry.from_json(mine), typed) is typed[0]
     assert keys.differing_components(rows[0], mine) == keys.differing_components(
         typed[0], CacheEntry.from_json(mine)) == [{"component": "a", "cold": "one",
-                                                   "warm": "two"}]
+                                                   "warm": "two", "cold_hash": "1",
+                                                   "warm_hash": "2"}]
 
 
 def test_the_controllers_calls_take_json_or_typed_records() -> None:

@@ -4,10 +4,16 @@ root, written by `pytest-compilecache accept REF` and reviewed in the PR's diff.
 Why it exists: every PR that changes the model changed its keys, so the keys-only drift
 and the deploy over main's caches went red with nothing to make them green, and the
 `--compile-cache-allow-drift=gm` a maintainer pasted into CI accepted every later model
-change too. An entry accepts exactly one change of one check: per graph, the key before
-and the key after (a later change makes other keys, which the entry does not accept);
-its components are there for the reviewer. An entry that no longer matches its check's
-drift, or whose check is gone, is stale: said, and pruned by the same command.
+change too. An entry accepts exactly one change of one check: per graph, the components
+that changed and their values before and after, as the hashes torch keys them by (a
+later change changes other values, which the entry does not accept). Not the whole
+keys: they also hold what the machine reads from its environment (torch reads `CI` into
+functorch's error_on_custom_op_aliasing, in every AOTAutograd key), so an acceptance
+recorded on a laptop would match no key of GitHub's run; a component the PR changed
+changed the same on both. The keys are kept for the reviewer, and matched where a
+graph's components are unknown (added, removed, or kept as a digest). An entry that no
+longer matches its check's drift, or whose check is gone, is stale: said, and pruned by
+the same command.
 Pure: no pytest, no torch.
 """
 from __future__ import annotations
@@ -57,8 +63,7 @@ def write(path: Path, entries: Mapping[str, Dict[str, Any]]) -> None:
 
 def entry_of(cmp: Dict[str, Any], base_label: str) -> Dict[str, Any]:
     """The entry accepting a check's comparison (manifest.compare_check) exactly."""
-    graphs = {g["graph"]: {"old": g.get("old_key"), "new": g.get("new_key")}
-              for g in cmp.get("graphs", [])}
+    graphs = {g["graph"]: _accepted_graph(g) for g in cmp.get("graphs", [])}
     components = sorted({c["component"] for g in cmp.get("graphs", [])
                          for c in g.get("components", [])})
     return {"base": base_label, "components": components, "graphs": graphs}
@@ -70,8 +75,41 @@ def matches(entry: Optional[Dict[str, Any]], cmp: Dict[str, Any]) -> bool:
     if not entry or not graphs:
         return False
     have = entry.get("graphs") or {}
-    return all(have.get(g["graph"]) == {"old": g.get("old_key"), "new": g.get("new_key")}
+    return all(_same_change(have.get(g["graph"]), g.get("old_key"), g.get("new_key"),
+                            _changes(g.get("components"), "old", "new"))
                for g in graphs)
+
+
+def _accepted_graph(g: Dict[str, Any]) -> Dict[str, Any]:
+    """One graph's accepted change: its keys, and the components that changed with
+    their values (what is matched, where there are any)."""
+    out: Dict[str, Any] = {"old": g.get("old_key"), "new": g.get("new_key")}
+    changes = _changes(g.get("components"), "old", "new")
+    if changes:
+        out["changes"] = changes
+    return out
+
+
+def _changes(diffs: Optional[Sequence[Dict[str, Any]]], old: str, new: str
+             ) -> Dict[str, List[Optional[str]]]:
+    """Component -> [hash before, hash after] of a components diff (a comparison's
+    old/new, a warm lookup's cold/warm drift): the hash torch computes from the value,
+    not the value's text, which the key's debug lines cut (at 200 characters) and which
+    may print what the hash leaves out (a graph's code comments name its files)."""
+    return {d["component"]: [d.get(f"{old}_hash"), d.get(f"{new}_hash")]
+            for d in diffs or () if d.get(f"{old}_hash") or d.get(f"{new}_hash")}
+
+
+def _same_change(have: Any, old_key: Any, new_key: Any,
+                 changes: Dict[str, List[Optional[str]]]) -> bool:
+    """The accepted graph `have` is this change: the same components changed between
+    the same values; by the keys where either side knows no components (an entry
+    written before components were kept, a graph added or removed)."""
+    if not isinstance(have, dict):
+        return False
+    if changes and have.get("changes"):
+        return bool(have["changes"] == changes)
+    return bool(have.get("old") == old_key and have.get("new") == new_key)
 
 
 def accept(cmp: Dict[str, Any], entry: Optional[Dict[str, Any]]) -> bool:
@@ -107,7 +145,8 @@ def _other_keys(entry: Dict[str, Any], cmp: Dict[str, Any]) -> str:
     have = entry.get("graphs") or {}
     for g in cmp.get("graphs") or []:
         now = {"old": g.get("old_key"), "new": g.get("new_key")}
-        if have.get(g["graph"]) != now:
+        if not _same_change(have.get(g["graph"]), now["old"], now["new"],
+                            _changes(g.get("components"), "old", "new")):
             was = have.get(g["graph"])
             return (f"{g['graph']} {_pair(now)}, accepted "
                     + (_pair(was) if isinstance(was, dict) else "nothing for it"))
@@ -149,8 +188,9 @@ def update(entries: Mapping[str, Dict[str, Any]], cmps: Mapping[str, Dict[str, A
 def explained_layers(entry: Optional[Dict[str, Any]], rows: Sequence[Dict[str, Any]],
                      missed: Sequence[str], keyed: Sequence[str]) -> List[str]:
     """The missed layers an entry explains: a keyed layer whose every warm lookup that
-    missed looked up the key the entry accepts, its cold twin (same graph) the key it
-    replaced; the layers built from an FX graph where all FX-graph misses are explained."""
+    missed differs from its cold twin (same graph) in the components the entry accepts,
+    between the same values (by the keys where components are unknown); the layers
+    built from an FX graph where all FX-graph misses are explained."""
     if not entry:
         return []
     have = entry.get("graphs") or {}
@@ -159,7 +199,8 @@ def explained_layers(entry: Optional[Dict[str, Any]], rows: Sequence[Dict[str, A
     for layer in (x for x in missed if x in keyed):
         warm = [r for r in rows if r.get("phase") == "warm" and r.get("layer") == layer
                 and r.get("state") != "hit"]
-        if warm and all(have.get(_gid(r)) == {"old": cold.get(_gid(r)), "new": r.get("key")}
+        if warm and all(_same_change(have.get(_gid(r)), cold.get(_gid(r)), r.get("key"),
+                                     _changes(r.get("drift"), "cold", "warm"))
                         for r in warm):
             out.append(layer)
     if "fx_graph" in out:

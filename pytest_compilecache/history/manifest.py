@@ -284,7 +284,8 @@ def _components_diff(g: Dict[str, Any], old: Optional[List[Any]], new: Optional[
         g["unknown"] = ", ".join(f"{side} {digest_of(row)[:12]}" for side, row, comps in
                                  (("old", b, old), ("new", h, new)) if comps is None)
         return
-    g["components"] = [{"component": d["component"], "old": d["cold"], "new": d["warm"]}
+    g["components"] = [{"component": d["component"], "old": d["cold"], "new": d["warm"],
+                        "old_hash": d["cold_hash"], "new_hash": d["warm_hash"]}
                        for d in keys.differing_components({"components": old},
                                                           {"components": new})]
     gm = next((d for d in g["components"] if d["component"] == "gm"), None)

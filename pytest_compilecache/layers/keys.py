@@ -76,7 +76,8 @@ def differing_components(a: Entry, b: Entry) -> List[Dict[str, Any]]:
         if ha != hb:
             out.append({"component": name,
                         "cold": am[name][2] if name in am else None,
-                        "warm": bm[name][2] if name in bm else None})
+                        "warm": bm[name][2] if name in bm else None,
+                        "cold_hash": ha, "warm_hash": hb})
     return out
 
 
