@@ -46,27 +46,34 @@ printf '{"pull_request": {"base": {"sha": "%s", "ref": "main"}, "head": {"ref": 
 # shellcheck source=.ci/act_stand_ins.sh
 . .ci/act_stand_ins.sh
 act_stand_ins "$work/stubs" action/action.yml .github/workflows/pr-lane-selftest.yml
-lane() {  # EVENT EXPECT
+lane() {  # EVENT EXPECT [STEPS: keys or deploy alone, where the point is that one's]
   echo "--- the PR lane: $1 ($2)"
-  local log=$work/$2.log
+  local log=$work/$2.log started=$SECONDS
   act "$1" -e "$events/$([ "$1" = push ] && echo push || echo pr).json" \
     -W .github/workflows/pr-lane-selftest.yml -P ubuntu-latest=-self-hosted \
     --action-offline-mode --no-cache-server --action-cache-path "$acts" \
-    --env SELFTEST_PYTHON="$python" --env PR_LANE_REPO="$repo" --env PR_LANE_STORE="$store" --env PR_LANE_EXPECT="$2" \
+    --env SELFTEST_PYTHON="$python" --env PR_LANE_REPO="$repo" --env PR_LANE_STORE="$store" \
+    --env PR_LANE_EXPECT="$2" --env PR_LANE_STEPS="${3:-both}" \
     "${repl[@]}" >"$log" 2>&1 || { tail -n 60 "$log"; echo "pr lane: the $1 run ($2) failed"; exit 1; }
   tail -n 40 "$log"
+  echo "--- the PR lane: $1 ($2) took $((SECONDS - started)) s;" \
+    "$(grep -o 'pytest exited [0-9]* after [0-9]* s' "$log" | paste -sd';')"
   # a GitHub runner empties RUNNER_TEMP after each job; act's host runner leaves what a
   # failing check kept, at the path where main's caches unpack (each act run has its own
   # temp dir, main's caches the one of main's run): the next deploy could not use them
   grep -o "cache root kept: $acts/[^ ]*" "$log" | cut -d' ' -f4 | xargs -r rm -rf || true
 }
 # the PR's author, on the PR's branch: the one command the red run names, over a store of
-# their own (here a copy of main's), then the acceptance committed: the diff is the review.
-# With CI=true, as GitHub sets it: torch reads it (functorch's error_on_custom_op_aliasing
-# defaults to it, in every AOT key), and the entry holds the keys CI computes.
+# their own (the first records the base's keys in a worktree), then the acceptance
+# committed: the diff is the review. On a laptop, CI unset, where the runs under act have
+# CI=true, as GitHub's: torch reads CI (functorch's error_on_custom_op_aliasing defaults
+# to it, in every AOT key), so the keys differ from the runs' and the entry must match
+# the changed components instead.
 accept() {  # COMMIT-MESSAGE
-  (cd "$repo" && CI=true "$python" -m pytest_compilecache accept --store "$work/local" "$base" \
-    -- test_models.py::test_mlp_training)
+  local started=$SECONDS
+  (cd "$repo" && env -u CI "$python" -m pytest_compilecache accept --store "$work/local" \
+    "$base" -- test_models.py::test_mlp_training)
+  echo "--- accept took $((SECONDS - started)) s"
   g add -A && g commit -qm "$1"
   [ "$(g show --name-only --format= HEAD)" = compilecache-accepted.json ] \
     || { echo "pr lane: the acceptance commit is not compilecache-accepted.json alone"; exit 1; }
@@ -74,15 +81,15 @@ accept() {  # COMMIT-MESSAGE
 lane push main
 ls -d "$store"/caches/*/"$base"/* >/dev/null || { echo "pr lane: main kept no caches"; exit 1; }
 before=$(cd "$store" && find . | sort)
-cp -a "$store" "$work/local"
+mkdir -m 700 "$work/local"
 g checkout -qb pr
 printf 'a model\n' >"$repo/README.md"
 g add -A && g commit -qm "docs"
-lane pull_request same
+lane pull_request same deploy
 g reset -q --hard main
 sed -i '1i import torch._inductor.config\ntorch._inductor.config.epilogue_fusion = False' "$repo/test_models.py"
 g add -A && g commit -qm "tune inductor"
-lane pull_request config
+lane pull_request config keys
 accept "accept the config flip's new cache keys"
 lane pull_request accepted
 g reset -q --hard main
@@ -90,6 +97,6 @@ sed -i 's/torch.relu(self.l1(x))/torch.nn.functional.gelu(self.l1(x))/' "$repo/m
 sed -i 's/return grad \* torch.cos(x)$/return grad * torch.cos(x) * 2.0/' "$repo/ops.py"
 g add -A && g commit -qm "gelu; the custom op's backward fixed (in no cache key)"
 accept "accept gelu's new cache keys"
-lane pull_request stale
+lane pull_request stale deploy
 [ "$(cd "$store" && find . | sort)" = "$before" ] || { echo "pr lane: a PR run changed the store"; exit 1; }
 echo "pr lane: main kept its caches; a README PR passed warm over them; a config flip was red, then green accepted; an accepted PR over a stale entry was red; no PR run saved anything"

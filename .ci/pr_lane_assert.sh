@@ -11,7 +11,16 @@ field() { "$SELFTEST_PYTHON" -c 'import json,sys; r=json.load(open(sys.argv[1]))
 says() { grep -F -m1 -- "$2" "$1" | cut -c1-400 || fail "$3: $(basename "$1") does not say '$2'"; }
 accept="pytest-compilecache accept $BASE"
 
-[ "$CHECK_VERDICT" != "" ] || fail "the check step gave no verdict"
+# which of a PR's steps ran: both, or the keys-only step or the deploy alone (PR_LANE_STEPS)
+ran() { [ "${PR_LANE_STEPS:-both}" = both ] || [ "$PR_LANE_STEPS" = "$1" ]; }
+if ran deploy; then
+  [ "$CHECK_VERDICT" != "" ] || fail "the check step gave no verdict"
+else
+  [ -z "$CHECK_VERDICT" ] || fail "the deploy ran where PR_LANE_STEPS=$PR_LANE_STEPS"
+fi
+ran keys || [ -z "$KEYS_VERDICT" ] || fail "keys-only ran where PR_LANE_STEPS=$PR_LANE_STEPS"
+# as on GitHub (torch reads CI into every AOT key; the acceptances are recorded without it)
+[ "${CI:-}" = true ] || fail "the run has CI='${CI:-}', GitHub's runs CI=true"
 case "$PR_LANE_EXPECT" in
   main)
     [ "$EVENT" = push ] || fail "main's run is a push, got $EVENT"
@@ -21,27 +30,21 @@ case "$PR_LANE_EXPECT" in
     ;;
   same|config|accepted|stale)
     [ "$EVENT" = pull_request ] || fail "a PR's run is a pull_request, got $EVENT"
-    [ "$(field "$CHECK_REPORT" 'r["settings"]["store_caches"]')" = False ] \
+    ! ran deploy || [ "$(field "$CHECK_REPORT" 'r["settings"]["store_caches"]')" = False ] \
       || fail "a PR run kept compile caches"
-    [ "$(field "$CHECK_REPORT" 'c["launch"].get("cold")')" = stored ] \
+    ! ran deploy || [ "$(field "$CHECK_REPORT" 'c["launch"].get("cold")')" = stored ] \
       || fail "the deploy compiled the base instead of warming over main's caches"
     ;;&
-  same)
-    [ "$KEYS_DRIFTED" = 0 ] || fail "a README edit drifted $KEYS_DRIFTED key(s)"
+  same)  # the deploy alone: every layer hit over main's caches
     [ "$CHECK_VERDICT" = pass ] || fail "a README edit: expected pass, got $CHECK_VERDICT"
     [ -z "$CHECK_MISSED" ] || fail "a README edit missed layers: $CHECK_MISSED"
     ;;
-  config)  # red: both steps name the flip, and the one command that accepts it
+  config)  # keys-only alone, red: it names the flip, and the one command that accepts it
     [ "$KEYS_DRIFTED" = 1 ] || fail "an Inductor config flip: expected 1 drifted, got '$KEYS_DRIFTED'"
     [ "$KEYS_VERDICT" = fail ] || fail "an Inductor config flip: keys-only gave $KEYS_VERDICT"
     grep -q "inductor_config\[epilogue_fusion\]" <<<"$(field "$KEYS_REPORT" 'c["drift"]')" \
       || fail "the keys-only drift does not name inductor_config[epilogue_fusion]"
     says "$KEYS_ANNOTATIONS" "\`$accept\`" "the keys-only annotation"
-    [ "$CHECK_VERDICT" = fail ] || fail "an Inductor config flip: expected fail, got $CHECK_VERDICT"
-    [[ ",$CHECK_MISSED," == *,fx_graph,* ]] || fail "expected fx_graph missed, got '$CHECK_MISSED'"
-    says "$CHECK_SUMMARY" "inductor_config[epilogue_fusion]" "the deploy's summary"
-    says "$CHECK_SUMMARY" "\`$accept -- " "the deploy's summary"
-    says "$CHECK_ANNOTATIONS" "\`$accept -- " "the deploy's annotation"
     ;;
   accepted)  # the acceptance committed: green, and the summary says what it accepts
     [ "$KEYS_VERDICT" = pass ] || fail "the accepted flip: keys-only gave $KEYS_VERDICT"
@@ -57,9 +60,8 @@ case "$PR_LANE_EXPECT" in
       || fail "the deploy's notes do not say what the acceptance explains"
     ! grep -q "^::error" "$CHECK_ANNOTATIONS" || fail "the accepted flip: $(cat "$CHECK_ANNOTATIONS")"
     ;;
-  stale)  # a model change accepted; its custom op's backward, in no key, loads stale
-    [ "$KEYS_VERDICT" = pass ] || fail "the accepted model change: keys-only gave $KEYS_VERDICT"
-    [ "$KEYS_DRIFTED" = 0 ] || fail "the accepted model change: $KEYS_DRIFTED drifted"
+  stale)  # the deploy alone: a model change accepted; its custom op's backward, in no
+    # key, loads stale
     [ "$CHECK_VERDICT" = fail ] || fail "a stale entry under an accepted change: $CHECK_VERDICT"
     [ "$(field "$CHECK_REPORT" 'c["layers"]["fx_graph"]["state"]')" = accepted ] \
       || fail "the accepted model change's fx_graph misses are not accepted"
