@@ -4,9 +4,11 @@
 # holds a custom op of ops.py); main's push keeps its compile caches in a host directory
 # standing in for actions/cache; then PRs restore them: a README edit (no key changes:
 # every layer hits warm over main's caches); an Inductor config flip, red (the keys-only
-# drift and the deploy name it and the command that accepts it), then green with the
-# acceptance that command writes committed; then a model change accepted the same way
-# whose custom op's backward changed under the same key (a stale cache entry): red.
+# drift names it and the command that accepts it), then green with the acceptance that
+# command writes (CI unset, as on a laptop; the runs have CI=true) committed; then a model change accepted the same way
+# whose custom op's backward changed under the same key (a stale cache entry): red. A PR
+# run whose point is one step's runs that step alone (the slow lane's time): the README
+# PR, the accepted and the stale runs the deploy, the config flip keys-only.
 # Nothing a PR run does reaches the store.
 # usage: .ci/pr_lane.sh [PYTHON]   (the Python with torch and the plugin installed)
 set -euo pipefail
@@ -91,7 +93,7 @@ sed -i '1i import torch._inductor.config\ntorch._inductor.config.epilogue_fusion
 g add -A && g commit -qm "tune inductor"
 lane pull_request config keys
 accept "accept the config flip's new cache keys"
-lane pull_request accepted
+lane pull_request accepted deploy
 g reset -q --hard main
 sed -i 's/torch.relu(self.l1(x))/torch.nn.functional.gelu(self.l1(x))/' "$repo/models.py"
 sed -i 's/return grad \* torch.cos(x)$/return grad * torch.cos(x) * 2.0/' "$repo/ops.py"

@@ -1,9 +1,10 @@
 """The PR lane of docs/github-action.md under act, offline (.ci/pr_lane.sh): main's push
 keeps its compile caches; a README PR deploys warm over them with every layer hit; an
-Inductor config PR is red, named by the keys-only drift and by the deploy with the
-command that accepts it, then green with that command's compilecache-accepted.json
-committed; an accepted model change over a stale cache entry (a custom op's backward in
-no key) stays red; no PR run saves anything. The script's assertions are
+Inductor config PR is red, named by the keys-only drift with the command that accepts
+it, then green in the deploy (run with CI=true) with that command's
+compilecache-accepted.json (recorded with CI unset) committed; an accepted model change
+over a stale cache entry (a custom op's backward in no key) stays red; no PR run saves
+anything. The script's assertions are
 .ci/pr_lane_assert.sh's (per run: outputs, job summary, annotations, report) and its own."""
 from __future__ import annotations
 
