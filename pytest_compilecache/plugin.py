@@ -16,6 +16,7 @@ from pytest_compilecache.pathoption import PathOption
 from pytest_compilecache.settings import Settings
 
 _SESSION = pytest.StashKey[Any]()
+_FINISHED = pytest.StashKey[pytest.Session]()  # a reporting controller's, at its end
 _PATH_OPTIONS = "compilecache-path-options"
 
 
@@ -148,6 +149,26 @@ def pytest_configure(config: pytest.Config) -> None:
     session = start_session(config, settings)
     config.stash[_SESSION] = session
     config.pluginmanager.register(session, "compilecache-session")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    owner = session.config.stash.get(_SESSION, None)
+    if getattr(getattr(owner, "role", None), "reports", False):
+        session.config.stash[_FINISHED] = session
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A controller that reported ends without the teardown of its test modules'
+    imports (controller/exit.py), with the session's exit status."""
+    session = config.stash.get(_FINISHED, None)
+    if session is None:
+        return
+    from pytest_compilecache.controller import exit as ending
+
+    if ending.pytest_is_the_program(config.invocation_params.args):
+        ending.end_at_exit(lambda: int(session.exitstatus))
 
 
 @pytest.hookimpl
