@@ -5,8 +5,9 @@
 # standing in for actions/cache; then PRs restore them: a README edit (no key changes:
 # every layer hits warm over main's caches); an Inductor config flip, red (the keys-only
 # drift names it and the command that accepts it), then green with the acceptance that
-# command writes (CI unset, as on a laptop; the runs have CI=true) committed; then a model change accepted the same way
-# whose custom op's backward changed under the same key (a stale cache entry): red. A PR
+# command writes (CI unset, as on a laptop; the runs have CI=true) committed; then a model
+# change accepted the same way whose custom op's backward changed under the same key (a
+# stale cache entry): red. A PR
 # run whose point is one step's runs that step alone (the slow lane's time): the README
 # PR, the accepted and the stale runs the deploy, the config flip keys-only.
 # Nothing a PR run does reaches the store.
@@ -33,9 +34,11 @@ text = next(n.value.value for n in tree.body if isinstance(n, ast.Assign)
             and getattr(n.targets[0], "id", "") == "SCALED_SIN_OPS")
 open(sys.argv[1], "w").write(text.replace("NS::", "lane::"))
 EOF
-sed -i -e '/^import torch$/a from ops import scaled_sin' -e 's/        return self.l2(torch.relu(self.l1(x)))/'\
-'        h = torch.relu(self.l1(x))\n        torch._dynamo.graph_break()\n'\
-'        return self.l2(scaled_sin(h))/' "$repo/models.py"
+two_stages='        h = torch.relu(self.l1(x))\n        torch._dynamo.graph_break()\n'
+two_stages+='        return self.l2(scaled_sin(h))'
+edits=(-e '/^import torch$/a from ops import scaled_sin')
+edits+=(-e "s/        return self.l2(torch.relu(self.l1(x)))/$two_stages/")
+sed -i "${edits[@]}" "$repo/models.py"
 grep -q scaled_sin "$repo/models.py" || { echo "pr lane: the MLP's two stages not written"; exit 1; }
 g() { git -C "$repo" -c user.name=t -c user.email=t@example.com "$@"; }
 g init -q -b main
