@@ -30,5 +30,12 @@ elif name == "gpt2_inference":
     f = torch.compile(m)
     with torch.no_grad():
         out = f(tokens, use_cache=False)
+elif name == "bert_train":
+    import transformers
+    m = transformers.BertForSequenceClassification(
+        transformers.BertConfig(num_hidden_layers=4, num_labels=3)).cuda()
+    tokens = torch.randint(0, 30522, (8, 128), device="cuda")
+    f = torch.compile(m)
+    f(tokens).logits.float().pow(2).mean().backward()
 torch.cuda.synchronize()
 print(f"{name} done in {time.time()-t0:.1f}s", flush=True)

@@ -28,6 +28,15 @@ def gpt2_inference():
                      example_kwargs={"use_cache": False})
 
 
+@pytest.fixture
+def bert_train():
+    transformers = pytest.importorskip("transformers")
+    model = transformers.BertForSequenceClassification(
+        transformers.BertConfig(num_hidden_layers=4, num_labels=3))  # dropout as configured
+    return ModelCase(model, example_inputs=(torch.randint(0, 30522, (8, 128)),),
+                     loss_fn=lambda out: out.logits.float().pow(2).mean(), train=True)
+
+
 @pytest.mark.compile_cache
 def test_resnet18_train(resnet18_train):
     ...
@@ -40,4 +49,9 @@ def test_resnet152_ro(resnet152_ro):
 
 @pytest.mark.compile_cache
 def test_gpt2_inference(gpt2_inference):
+    ...
+
+
+@pytest.mark.compile_cache
+def test_bert_train(bert_train):
     ...
