@@ -16,7 +16,7 @@ from pytest_compilecache.wirejson import Wire
 # JSON as the judges always have: a missing key takes the field's default (older torch
 # versions and failed phases omit sections), a null section (a record whose cache
 # observer never stopped writes `"cache": null`) reads as empty, and an unknown key (a
-# newer child) is skipped. Payloads the judges pass on unread (output digests, key
+# newer child) is skipped. Payloads the judges pass on unread (outputs' dtypes, key
 # components, versions, a comparison as the report shows it) stay plain JSON.
 
 WIRE_VERSION = 1
@@ -266,7 +266,7 @@ class PhaseRecord(Wire):
     versions: Dict[str, Any] = field(default_factory=dict)
     job_id: Dict[str, Any] = field(default_factory=dict)  # {value, source}, passed on
     cache: CacheRecord = field(default_factory=CacheRecord)
-    outputs: Dict[str, Any] = field(default_factory=dict)  # name -> digest, dtype, shape
+    outputs: Dict[str, Any] = field(default_factory=dict)  # name -> dtype, shape
     compare_eager: Optional[EagerComparison] = None
     compare_cold: Optional[ColdComparison] = None
     random_note: Optional[str] = None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from pytest_compilecache.child import coldcompare, compare
+from pytest_compilecache.child import bits, coldcompare, compare, where
 from pytest_compilecache.child.float64 import make_mode
 
 
@@ -111,12 +111,30 @@ def test_a_value_zero_in_exact_math_is_judged_where_its_float64_run_is_no_refere
 
 def test_digest_reads_bytes_without_numpy() -> None:
     t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
-    assert compare.digest(t) == compare.digest(t.clone())
-    assert compare.digest(t.t()) == compare.digest(t.t().contiguous())  # values, not layout
-    assert compare.digest(t.reshape(3, 2)) != compare.digest(t.t())  # same shape, other values
-    assert compare.digest(t) != compare.digest(t.double())
-    assert compare.digest(torch.tensor([True, False])) != compare.digest(torch.tensor([False, True]))
-    assert len(compare.digest(torch.empty(0))) == 16
+    assert bits.digest(t) == bits.digest(t.clone())
+    assert bits.digest(t.t()) == bits.digest(t.t().contiguous())  # values, not layout
+    assert bits.digest(t.reshape(3, 2)) != bits.digest(t.t())  # same shape, other values
+    assert bits.digest(t) != bits.digest(t.double())
+    assert bits.digest(torch.tensor([True, False])) != bits.digest(torch.tensor([False, True]))
+    assert len(bits.digest(torch.empty(0))) == 16
+
+
+def test_same_bits_is_bitwise_where_the_comparisons_compute() -> None:
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    assert bits.same_bits(t, t.clone()) and bits.same_bits(t.t(), t.t().contiguous())
+    assert not bits.same_bits(t.reshape(3, 2), t.t())  # same shape, other values
+    assert not bits.same_bits(t, t.double()) and not bits.same_bits(t, t.reshape(3, 2))
+    assert not bits.same_bits(torch.tensor([0.0]), torch.tensor([-0.0]))  # equal values
+    nan = torch.tensor([float("nan")])
+    assert bits.same_bits(nan, nan.clone())  # unequal values, the same bits
+    c = torch.tensor([1 + 2j], dtype=torch.complex64)
+    assert bits.same_bits(c, c.clone()) and not bits.same_bits(c, c.conj())
+    assert not bits.same_bits(torch.tensor([True, False]), torch.tensor([False, True]))
+    assert bits.same_bits(torch.empty(0), torch.empty(0))
+    big = torch.randn(1001)
+    other = big.clone()
+    other[-1] = other[-1].nextafter(torch.tensor(float("inf")))  # one bit of one element
+    assert not bits.same_bits(big, other) and bits.same_bits(big, big.clone())
 
 
 def test_float64_mode_keeps_in_place_targets_and_random_draws() -> None:
@@ -187,16 +205,16 @@ def test_comparisons_run_on_one_thread_and_give_the_phase_its_threads_back() -> 
     try:
         seen = []
         ref = torch.randn(4096, dtype=torch.float64)
-        with compare.comparing("cuda"):  # no CUDA initialised here: the CPU
+        with where.comparing("cuda"):  # no CUDA initialised here: the CPU
             seen.append(torch.get_num_threads())
             t = torch.ones(2)
-            assert compare.on_compare_device(t, None) == (t, None)
+            assert where.on_compare_device(t, None) == (t, None)
             out = compare.compare_with_eager({"grad.w": _noisy(ref, 1e-3, 1)},
                                              {"grad.w": _noisy(ref, 1e-3, 2)}, {"grad.w": ref})
         assert seen == [1] and out["ok"]
         assert torch.get_num_threads() == 2
         try:  # back after a comparison that raised, too
-            with compare.comparing("cpu"):
+            with where.comparing("cpu"):
                 raise ValueError
         except ValueError:
             pass

@@ -23,7 +23,8 @@ import re
 from typing import AbstractSet, Any, Dict, Iterator, Optional
 
 from pytest_compilecache.child.compare import (FLOOR_REL, HALF_ROUNDOFF, HALF_TOLERANCE,
-                                               Outputs, multiplier, on_compare_device, rms)
+                                               Outputs, multiplier, rms)
+from pytest_compilecache.child.where import on_compare_device
 from pytest_compilecache.terms import USABLE_REL
 
 # A later value may be this many times the spread the perturbed run shows. The noise

@@ -11,13 +11,11 @@ Runs in the child with torch alone: no numpy (torch does not install it).
 """
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import hashlib
 import math
 import re
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+from pytest_compilecache.child.where import on_compare_device
 from pytest_compilecache.terms import USABLE_REL
 
 Outputs = Dict[str, Any]  # name -> cpu tensor
@@ -43,62 +41,6 @@ HALF_TOLERANCE = {"float16": {"atol": 1e-5, "rtol": 1e-3},
 # (logits: 1.1x eager's error), 3.45x and over `same`'s 3x; under 1 + 3x with this floor.
 HALF_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 _GRAD = re.compile(r"(^|\.)grad\.")
-
-
-# where the comparisons compute (`comparing`): None, the CPU; else the check's GPU
-_WHERE: List[Any] = [None]
-
-
-@contextlib.contextmanager
-def comparing(device: Optional[str]) -> Iterator[None]:
-    """The comparisons' arithmetic off the phase's busy CPU threads: on the check's GPU
-    where the phase ran on CUDA (the outputs stay CPU copies, for their digests; each
-    tensor is moved as it is compared), and on one CPU thread, the phase's thread count
-    back afterwards. They run while a warm phase's compile workers are often still
-    starting on every core, where torch's intra-op threads wait for one another: on an
-    H100 (resnet18 training, 16 threads) 126 `assert_close` calls took 2.4 s of the warm
-    phase's 3.2 s of comparisons, a tenth of that in the cold phase; one CPU thread took
-    2.3 s in both; on a loaded 2-core machine, 17-27 s on 2 threads, 2.3 s on one. Only
-    the comparisons: the eager and float64 runs keep the phase's device and threads."""
-    import torch
-
-    gpu = device == "cuda" and torch.cuda.is_available() and torch.cuda.is_initialized()
-    n = torch.get_num_threads()
-    if n > 1:
-        torch.set_num_threads(1)
-    _WHERE[0] = torch.device("cuda", torch.cuda.current_device()) if gpu else None
-    try:
-        yield
-    finally:
-        _WHERE[0] = None
-        if n > 1:
-            torch.set_num_threads(n)
-
-
-def on_compare_device(*tensors: Any) -> Tuple[Any, ...]:
-    """`tensors` where the comparisons compute (`comparing`); None stays None."""
-    where = _WHERE[0]
-    if where is None:
-        return tensors
-    return tuple(t.to(where) if t is not None and hasattr(t, "to") else t for t in tensors)
-
-
-def raw_bytes(t: Any) -> bytes:
-    """A tensor's bytes, read through ctypes: Tensor.numpy() needs numpy."""
-    c = t.detach().to("cpu").resolve_conj().resolve_neg().contiguous()
-    return ctypes.string_at(c.data_ptr(), c.numel() * c.element_size())
-
-
-def digest(t: Any) -> str:
-    h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
-    if t.numel():
-        h.update(raw_bytes(t))
-    return h.hexdigest()[:16]
-
-
-def describe(outputs: Outputs) -> Dict[str, Dict[str, Any]]:
-    return {n: {"digest": digest(t), "dtype": str(t.dtype).replace("torch.", ""),
-                "shape": list(t.shape)} for n, t in outputs.items()}
 
 
 def is_gradient(name: str) -> bool:

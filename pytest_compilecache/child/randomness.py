@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Dict, Iterator, List, Optional
 
-from pytest_compilecache.child.compare import Outputs, on_compare_device, rms
+from pytest_compilecache.child.compare import Outputs, rms
+from pytest_compilecache.child.where import on_compare_device
 
 # the seeds the eager reference's random draws get: the reference itself, and the probe
 REFERENCE_SEED = 1234

@@ -85,6 +85,14 @@ def moved(since: State) -> List[str]:
             and digests({name: since[name]}) != digests({name: now.get(name)})]
 
 
+def drew_since(since: State) -> bool:
+    """Whether a generator's state changed since `since`, or one appeared whose draws
+    `since` cannot tell (CUDA initialized, numpy imported): only then can an output
+    depend on the seed."""
+    now = capture()
+    return set(now) != set(since) or digests(now) != digests(since)
+
+
 def capture() -> State:
     """Every generator's state, read without changing it."""
     import torch
@@ -114,7 +122,7 @@ def restore(state: State) -> None:
 
 def digests(state: State) -> Dict[str, str]:
     """A short digest of each generator's state (the phase record's trail)."""
-    from pytest_compilecache.child.compare import raw_bytes
+    from pytest_compilecache.child.bits import raw_bytes
 
     out: Dict[str, str] = {}
     for name, value in state.items():
