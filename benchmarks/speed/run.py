@@ -85,6 +85,19 @@ def plugin(model: str, launcher: str, report: Path, log: Path,
     return time.perf_counter() - t0
 
 
+def floor(model: str, log: Path) -> float:
+    """What a plain pytest pays before any test runs, plugin or not: its start and the
+    collection of the same test (the module's own imports: torch, torchvision), no
+    plugin (`-p no:compilecache`, PYTEST_PLUGINS unset)."""
+    argv = [sys.executable, "-m", "pytest", str(HERE / "test_speed_models.py") + f"::test_{model}",
+            "-p", "no:cacheprovider", "-p", "no:compilecache", "-q", "--collect-only"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_PLUGINS"}
+    t0 = time.perf_counter()
+    with open(log, "a") as f:
+        subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=HERE, env=env)
+    return time.perf_counter() - t0
+
+
 def split(report: Path) -> Dict[str, object]:
     data = json.loads(report.read_text())
     c = data["checks"][0]
@@ -163,17 +176,26 @@ def print_limits(models: List[str], launchers: List[str],
                  walls: Dict[str, Dict[str, List[float]]],
                  splits: Dict[str, Dict[str, List[object]]]) -> None:
     """Each round's ratios against their limits: session wall / its phases' compile+run
-    (cold s + warm s), and preloaded session wall / fresh session wall."""
-    print(f"\nagainst the limits: session / compile+run (limit {SESSION_LIMIT}); "
+    (cold s + warm s), beside it the same less what a plain pytest pays before any test
+    (`floor`, measured in the same round), and preloaded / fresh session wall."""
+    print(f"\nagainst the limits: session / compile+run (limit {SESSION_LIMIT}), and the "
+          f"session less plain pytest's start and collection (no plugin) / compile+run; "
           f"preloaded / fresh (kept where <= {LAUNCHER_GAIN})")
     for m in models:
+        floors = walls[m].get("floor", [])
         for k in launchers:
-            for x, sp in zip(walls[m].get(k, []), splits[m].get(k, [])):
+            for r, (x, sp) in enumerate(zip(walls[m].get(k, []), splits[m].get(k, []))):
                 runs = [sp[ph]["s"] for ph in ("cold", "warm")]  # type: ignore[index]
-                if None not in runs:
-                    cr = sum(runs)
-                    print(f"{m} {k}: session {x:.1f} s / compile+run {cr:.1f} s = "
-                          f"{x / cr:.2f}" + (" over" if x / cr > SESSION_LIMIT else ""))
+                if None in runs:
+                    continue
+                cr = sum(runs)
+                line = (f"{m} {k}: session {x:.1f} s / compile+run {cr:.1f} s = {x / cr:.2f}"
+                        + (" over" if x / cr > SESSION_LIMIT else ""))
+                if r < len(floors):
+                    less = x - floors[r]
+                    line += (f"; less plain pytest's {floors[r]:.1f} s: {less:.1f} s / "
+                             f"{cr:.1f} s = {less / cr:.2f}")
+                print(line)
         pre, fresh = walls[m].get("preloaded", []), walls[m].get("fresh", [])
         for r, (x, y) in enumerate(zip(pre, fresh)):
             print(f"{m} round {r}: preloaded {x:.1f} s / fresh {y:.1f} s = {x / y:.3f}"
@@ -212,10 +234,12 @@ def main() -> None:
         typical_install()
     for r in range(a.first_round, a.first_round + a.rounds):
         for m in models:
-            kinds = ["pair"] + launchers
+            kinds = ["pair", "floor"] + launchers
             for kind in (kinds if r % 2 == 0 else kinds[::-1]):
                 if kind == "pair":
                     w = hand_pair(m, log)
+                elif kind == "floor":
+                    w = floor(m, log)
                 else:
                     rep = out / f"{m}-{kind.replace('@', '-')}-{r}.json"
                     launcher, _, tree = kind.partition("@")
@@ -233,7 +257,7 @@ def main() -> None:
                 print(f"round {r} {m} {kind}: {w:.1f} s", flush=True)
                 (out / "speed.json").write_text(json.dumps({"walls": walls, "splits": splits},
                                                            indent=1))  # a cut run keeps it
-                if kind != "pair" and splits[m].get(kind):  # as it goes: a cut run keeps it
+                if kind not in ("pair", "floor") and splits[m].get(kind):  # a cut run keeps it
                     print(f"    {json.dumps(splits[m][kind][-1])}", flush=True)
     print("\nmodel | hand-written pair s | " + " | ".join(f"plugin {k} s | ratio {k}"
                                                       for k in launchers))
