@@ -35,6 +35,43 @@ def started(checks):
     return [c["nodeid"].split("[")[-1].rstrip("]") for c in sorted(checks, key=first)]
 
 
+SCHEDULE_LIMIT = 1.1  # issue 54: a session at most 1.1x its own processes' schedule
+SLOWDOWN_LIMIT = 1.2  # and K jobs on a GPU slow its check processes by under 20%
+
+
+def check_seconds(checks):
+    """Each check's process seconds, its phases one after another (cold, warm, ...)."""
+    return [sum(v for k, v in (c.get("timings") or {}).items()
+                if k.endswith("_process_s") and v) for c in checks]
+
+
+def schedule(durations, slots):
+    """The longest-first schedule's makespan of `durations` over `slots` parallel slots:
+    what the session would take if nothing but its own check processes cost time."""
+    ends = [0.0] * max(1, slots)
+    for d in sorted(durations, reverse=True):
+        i = ends.index(min(ends))
+        ends[i] += d
+    return max(ends)
+
+
+def print_limits(rows):
+    """Each configuration against its limits: wall / the longest-first schedule of its
+    own check processes (beside the per-GPU speed-up, never alone), and for K jobs per
+    GPU the check processes' seconds against the same GPUs with one job each."""
+    print(f"\nagainst the limits: wall / longest-first schedule of its check processes "
+          f"(limit {SCHEDULE_LIMIT}); check-process s / same GPUs x1 (limit {SLOWDOWN_LIMIT})")
+    one = {gpus: busy for _, gpus, jobs, _, busy, _, _ in rows if jobs == 1}
+    for cfg, gpus, jobs, wall, busy, _, sched in rows:
+        line = (f"{cfg:<8} wall {wall:.1f} s / schedule {sched:.1f} s = {wall / sched:.2f}"
+                + (" over" if wall / sched > SCHEDULE_LIMIT else ""))
+        if jobs > 1 and one.get(gpus):
+            slow = busy / one[gpus]
+            line += (f"; processes {busy:.1f} s / {gpus}x1's {one[gpus]:.1f} s = {slow:.2f}"
+                     + (" over" if slow > SLOWDOWN_LIMIT else ""))
+        print(line)
+
+
 def main(configs):
     out = pathlib.Path(os.environ.get("OUT", "/tmp/out"))
     out.mkdir(parents=True, exist_ok=True)
@@ -62,21 +99,22 @@ def main(configs):
         wall = time.perf_counter() - start
         (out / f"sharding-{cfg}.log").write_text(proc.stdout + proc.stderr)
         data = json.loads(report.read_text()) if report.exists() else {"checks": []}
-        busy = sum(sum(v for k, v in (c.get("timings") or {}).items() if k.endswith("_process_s") and v)
-                   for c in data["checks"])
+        seconds = check_seconds(data["checks"])
+        busy, sched = sum(seconds), schedule(seconds, gpus * jobs)
         verdicts = {}
         for c in data["checks"]:
             verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
-        rows.append((cfg, gpus, jobs, wall, busy, verdicts))
+        rows.append((cfg, gpus, jobs, wall, busy, verdicts, sched))
         print(f"{cfg}: {wall:.1f} s wall, {busy:.1f} s of check processes, {verdicts}", flush=True)
         print(f"  started: {', '.join(started(data['checks']))}", flush=True)
     base = next((r[3] for r in rows if r[0] == "1x1"), rows[0][3])
     print(f"\n{'config':<8} {'gpus':>4} {'jobs/gpu':>8} {'wall s':>8} {'speed-up':>8} "
           f"{'per gpu':>8} {'check-process s':>15}  verdicts")
-    for cfg, gpus, jobs, wall, busy, verdicts in rows:
+    for cfg, gpus, jobs, wall, busy, verdicts, _ in rows:
         speed = base / wall
         print(f"{cfg:<8} {gpus:>4} {jobs:>8} {wall:>8.1f} {speed:>8.2f} {speed / gpus:>8.2f} "
               f"{busy:>15.1f}  {verdicts}")
+    print_limits(rows)
 
 
 if __name__ == "__main__":
