@@ -437,3 +437,26 @@ def test_a_launcher_state_others_could_write_is_neither_read_nor_written(tmp_pat
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "state" / "bytecode").symlink_to(tmp_path / "elsewhere")
     assert state.trusted() and state.bytecode_dir() is None
+
+
+def test_each_selection_keeps_its_own_preload_list(tmp_path):
+    """A session's first fork waits for what its interpreters preload: the list kept by
+    a session of another selection (`-k bert` before `-k resnet`) would have it wait for
+    a library its tests never import. Kept per paths, -k and -m."""
+    from types import SimpleNamespace
+
+    from pytest_compilecache.controller.start import launcher_for
+
+    def state(args, keyword):
+        config = SimpleNamespace(args=args, rootpath=tmp_path,
+                                 option=SimpleNamespace(keyword=keyword, markexpr=""))
+        settings = SimpleNamespace(launcher="preloaded",
+                                   launcher_state=str(tmp_path / "state"))
+        return launcher_for(config, settings).state
+
+    state(["test_models.py"], "resnet").keep_preloads(["torchvision"])
+    state(["test_models.py"], "bert").keep_preloads(["transformers"])
+    assert state(["test_models.py"], "resnet").preloads() == ["torchvision"]
+    assert state(["test_models.py"], "bert").preloads() == ["transformers"]
+    assert state(["test_models.py", "test_more.py"], "resnet").preloads() == []
+    assert LauncherState(tmp_path / "state", str(tmp_path)).preloads() == []

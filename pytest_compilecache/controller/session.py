@@ -30,8 +30,6 @@ from pytest_compilecache.controller.variants import SHARED_DIR_ENV
 from pytest_compilecache.controller.role import Role, role_of
 from pytest_compilecache.isolation import CacheRoot, phase_env
 from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher, pytest_child_flags
-from pytest_compilecache.launch.preloaded import PreloadedLauncher
-from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.leftovers import remove_owned
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.options import DEFAULT_TIMEOUT_S
@@ -50,9 +48,7 @@ class CompileCacheSession:
                  launcher: Optional[Launcher] = None) -> None:
         self.config, self.settings = config, settings
         self.role = role_of(config)
-        self.launcher: Launcher = launcher or (
-            PreloadedLauncher(LauncherState.chosen(settings.launcher_state, str(config.rootpath)))
-            if settings.launcher == "preloaded" else SubprocessLauncher())
+        self.launcher: Launcher = launcher or SubprocessLauncher()
         self._times: Optional[Dict[str, float]] = None  # check_times(), read once
         self.ahead: Any = False  # ahead.Ahead, None: none run side by side; False: not asked
         self.said_dropped = False  # the launcher's missing preload is said once per session

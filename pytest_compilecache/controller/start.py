@@ -12,6 +12,9 @@ from pytest_compilecache.controller.ledger import Ledger
 from pytest_compilecache.controller.role import Role
 from pytest_compilecache.controller.session import PCH_DIR_ENV, CompileCacheSession
 from pytest_compilecache.controller.spool import Spool
+from pytest_compilecache.launch.launcher import Launcher, SubprocessLauncher
+from pytest_compilecache.launch.preloaded import PreloadedLauncher
+from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.settings import Settings
 
 
@@ -21,12 +24,23 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
     handed them."""
     from pytest_compilecache import lifetime
 
-    session = CompileCacheSession(config, settings)
+    session = CompileCacheSession(config, settings, launcher_for(config, settings))
     lifetime.interrupt_on_sigterm(forward=session.role is not Role.WORKER)
     try:
         return _open_dirs(session, config, settings)
     except adopted.UnsafeDir as e:  # before any phase wrote there: the environment's fault
         raise pytest.UsageError(str(e)) from None
+
+
+def launcher_for(config: pytest.Config, settings: Settings) -> Launcher:
+    """How this session starts its phases (`--compile-cache-launcher`); the preloaded
+    interpreters' state is kept per selection: the command's paths, -k and -m."""
+    if settings.launcher != "preloaded":
+        return SubprocessLauncher()
+    selection = [*map(str, config.args), f"-k {config.option.keyword or ''}",
+                 f"-m {config.option.markexpr or ''}"]
+    return PreloadedLauncher(LauncherState.chosen(settings.launcher_state,
+                                                  str(config.rootpath), selection))
 
 
 def _open_dirs(session: CompileCacheSession, config: pytest.Config,

@@ -4,9 +4,13 @@ and deleting the directory loses nothing else.
 
 - `preload/<key>.json`: the installed libraries the last session preloaded for its
   tests (those the test modules imported, and those a phase imported lazily:
-  torchvision, transformers' model modules), per interpreter and rootdir. The next
-  session's interpreters import them as they start, instead of waiting for collection,
-  and a cold phase no longer imports them itself. At most `_LISTS` lists.
+  torchvision, transformers' model modules), per interpreter, rootdir and selection
+  (the command's paths, `-k` and `-m`). The next session's interpreters import them as
+  they start, instead of waiting for collection, and a cold phase no longer imports
+  them itself. Per selection: a session's first fork waits for its interpreter's
+  preloads, and one of another selection's libraries (`pytest -k bert` after `-k
+  resnet`) kept resnet18's cold phase waiting 3.3-4.3 s on an H200 for transformers,
+  which it never imports. At most `_LISTS` lists.
 - `bytecode/`: where Python writes no bytecode (`PYTHONDONTWRITEBYTECODE`, as in many
   container images) and the installed packages ship none, every interpreter compiles
   torch's sources again at each import (a preloaded interpreter's start, torch and its
@@ -41,20 +45,22 @@ def default_dir() -> Path:
 class LauncherState:
     """The launcher's directory; every failure to read or write it is silent (speed)."""
 
-    def __init__(self, path: Path, rootdir: str) -> None:
+    def __init__(self, path: Path, rootdir: str, selection: Sequence[str] = ()) -> None:
         # resolved once: what is checked is what is read (a symlink re-pointed later
         # changes nothing)
         self.path = Path(os.path.realpath(path))
-        key = f"{os.path.realpath(sys.executable)}\n{os.path.realpath(rootdir)}"
+        key = "\n".join([os.path.realpath(sys.executable), os.path.realpath(rootdir),
+                         *selection])
         self.list_path = self.path / "preload" / (
             hashlib.sha256(key.encode()).hexdigest()[:16] + ".json")
 
     @classmethod
-    def chosen(cls, setting: Optional[str], rootdir: str) -> Optional["LauncherState"]:
+    def chosen(cls, setting: Optional[str], rootdir: str,
+               selection: Sequence[str] = ()) -> Optional["LauncherState"]:
         """The state of `--compile-cache-launcher-state` (None: the default; 'none': off)."""
         if setting is not None and setting.strip().lower() == "none":
             return None
-        return cls(Path(setting) if setting else default_dir(), rootdir)
+        return cls(Path(setting) if setting else default_dir(), rootdir, selection)
 
     def trusted(self) -> bool:
         """Bytecode is code and the preload list names what to import: the directory is
