@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
 import pytest
 
 from conftest import RepoRun, run_repo
+from pytest_compilecache.launch.lane import Lane
 from pytest_compilecache.launch.libraries import installed_libraries
 from pytest_compilecache.launch.preloaded import PreloadedLauncher, differs_at_import
 from pytest_compilecache.launch.state import LauncherState, default_dir, finds_bytecode
@@ -460,3 +464,41 @@ def test_each_selection_keeps_its_own_preload_list(tmp_path):
     assert state(["test_models.py"], "bert").preloads() == ["transformers"]
     assert state(["test_models.py", "test_more.py"], "resnet").preloads() == []
     assert LauncherState(tmp_path / "state", str(tmp_path)).preloads() == []
+
+
+def _lane_saying(tmp_path: Path, script: str, pending: int = 0) -> Lane:
+    """A Lane over a process that writes `script`'s hellos (the protocol's lines), without
+    a forkserver's imports: what the controller reads, on a real pipe."""
+    lane = Lane.__new__(Lane)
+    lane.proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE)
+    lane.fd, lane._unread = lane.proc.stdout.fileno(), b""
+    lane.hello, lane.pending, lane.gone = None, pending, False
+    lane.lock = threading.RLock()
+    return lane
+
+
+def test_the_lane_that_finishes_its_imports_first_serves_and_no_hello_is_left_unseen(
+        tmp_path: Path) -> None:
+    """Two hellos written together (the imports', then a preload's) are both read: a
+    buffered readline kept the second where select could not see it. Of two lanes, the
+    one that settles first is taken, not the one asked for."""
+    from pytest_compilecache.launch.lane import first_settled
+
+    write = ("import sys, time; time.sleep({}); sys.stdout.write({!r}); sys.stdout.flush(); "
+             "time.sleep(30)")
+    both = _lane_saying(tmp_path, write.format(0, '{"imports": 1}\n{"preload": 1}\n'), pending=1)
+    time.sleep(1.0)  # both lines wait in the pipe, as while the controller collects
+    t0 = time.perf_counter()
+    assert first_settled([both], time.perf_counter() + 10) is both
+    assert time.perf_counter() - t0 < 3 and both.hello == {"preload": 1}
+    slow = _lane_saying(tmp_path, write.format(8, '{"imports": 1}\n'))
+    quick = _lane_saying(tmp_path, write.format(0.5, '{"imports": 2}\n'))
+    t0 = time.perf_counter()
+    assert first_settled([slow, quick], time.perf_counter() + 20) is quick
+    assert time.perf_counter() - t0 < 5 and not slow.settled()
+    for lane in (both, slow, quick):
+        lane.proc.kill()
+        lane.proc.wait()
+        lane.proc.stdout.close()
+        lane.proc.stdin.close()

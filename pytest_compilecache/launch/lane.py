@@ -45,6 +45,8 @@ class Lane:
             + (["--bytecode", str(bytecode)] if bytecode is not None else []),
             env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
+        self.fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        self._unread = b""  # read from the pipe, not yet taken (`receive`)
         self.hello: Optional[Dict[str, Any]] = None
         self.pending = 0  # preload requests whose hello is still to be read
         # the phase's thread reads; another phase's thread may send it a preload
@@ -69,30 +71,51 @@ class Lane:
             self.hello = hello
             self.pending = max(0, self.pending - 1)
 
+    def settled(self) -> bool:
+        """Its imports and every preload sent so far are done (as far as read)."""
+        return self.hello is not None and not self.pending
+
+    def step(self, deadline: Optional[float]) -> bool:
+        """Read the next hello if it comes before `deadline`: the first says the imports
+        are done, each later one a preload; False when none came or the server is gone."""
+        got = self.receive(deadline)
+        if got is None:
+            return False
+        if self.hello is None:
+            self.hello = got
+        else:
+            self.took(got)
+        return True
+
     def ready(self) -> Dict[str, Any]:
         """The latest hello: after the imports and every preload sent so far."""
-        while self.hello is None or self.pending:
-            got = self.receive(time.perf_counter() + START_TIMEOUT_S)
-            if got is None:
+        while not self.settled():
+            if not self.step(time.perf_counter() + START_TIMEOUT_S):
                 self.hello, self.pending = {"problem": "the preloaded interpreter did not "
                                             "start: " + self._log_tail()}, 0
                 break
-            if self.hello is None:  # its first: the imports done
-                self.hello = got
-            else:
-                self.took(got)
-        return self.hello
+        return self.hello  # type: ignore[return-value]
 
     def receive(self, deadline: Optional[float]) -> Optional[Dict[str, Any]]:
-        """The next message; None when the server is gone (`gone`) or the deadline passed."""
-        out: IO[bytes] = self.proc.stdout  # type: ignore[assignment]
-        wait = None if deadline is None else max(0.0, deadline - time.perf_counter())
-        if not select.select([out], [], [], wait)[0]:
-            return None
-        line = out.readline()
-        if not line:
-            self.gone = True
-        return json.loads(line) if line else None
+        """The next message; None when the server is gone (`gone`) or the deadline passed.
+        Read from the pipe's descriptor into a buffer of our own: a buffered reader's
+        `readline` takes two messages written together and leaves the second where
+        `select` cannot see it."""
+        while b"\n" not in self._unread:
+            wait = None if deadline is None else max(0.0, deadline - time.perf_counter())
+            if not select.select([self.fd], [], [], wait)[0]:
+                return None
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                self.gone = True
+                return None
+            self._unread += chunk
+        line, _, self._unread = self._unread.partition(b"\n")
+        return json.loads(line)
+
+    def has_unread(self) -> bool:
+        """A whole message is already read from the pipe (`select` would not say so)."""
+        return b"\n" in self._unread
 
     def send(self, msg: Dict[str, Any]) -> None:
         stdin: IO[bytes] = self.proc.stdin  # type: ignore[assignment]
@@ -124,3 +147,24 @@ class Lane:
         self.proc.wait()
         if self.proc.stdout:  # under -W error an unclosed pipe fails the user's session
             self.proc.stdout.close()
+
+
+def first_settled(lanes: Sequence[Lane], deadline: float) -> Optional[Lane]:
+    """Whichever of `lanes` settles first (its imports and preloads done), reading their
+    hellos as they come; None when none does by `deadline` (or all are gone). The
+    lanes import alike, yet one often finishes seconds after the other."""
+    waiting = list(lanes)
+    while waiting and time.perf_counter() < deadline:
+        done = next((lane for lane in waiting if lane.settled()), None)
+        if done is not None:
+            return done
+        unread = [lane for lane in waiting if lane.has_unread()]
+        if not unread:
+            fds = {lane.fd: lane for lane in waiting}
+            left = max(0.0, deadline - time.perf_counter())
+            unread = [fds[fd] for fd in select.select(list(fds), [], [], left)[0]]
+        for lane in unread:
+            lane.step(time.perf_counter())
+            if lane.gone:
+                waiting.remove(lane)
+    return next((lane for lane in waiting if lane.settled()), None)
