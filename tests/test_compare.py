@@ -135,6 +135,10 @@ def test_same_bits_is_bitwise_where_the_comparisons_compute() -> None:
     other = big.clone()
     other[-1] = other[-1].nextafter(torch.tensor(float("inf")))  # one bit of one element
     assert not bits.same_bits(big, other) and bits.same_bits(big, big.clone())
+    q = torch.quantize_per_tensor(torch.randn(8), 0.1, 0, torch.quint8)
+    assert bits.same_bits(q, q.clone())  # a uint8 view of it would read garbage
+    assert not bits.same_bits(q, torch.quantize_per_tensor(torch.randn(8), 0.1, 0,
+                                                           torch.quint8))
 
 
 def test_float64_mode_keeps_in_place_targets_and_random_draws() -> None:

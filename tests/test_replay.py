@@ -213,32 +213,3 @@ def test_every_way_of_making_a_compiled_callable_is_recorded() -> None:
                                  "call2:" + Lit.training_step.__qualname__, "call3:_double"]
     assert torch._dynamo.eval_frame.innermost_fn(again) is f._torchdynamo_orig_callable
 
-
-def test_a_compiled_run_that_drew_nothing_makes_no_seed_probe() -> None:
-    """No generator moved during the compiled run: no output can depend on the seed,
-    and the eager probe under another seed is not run; any draw (torch's or Python's)
-    runs it."""
-    from pytest_compilecache.child.phase import ChildPlugin
-    from pytest_compilecache.paths.local import LocalRestart
-
-    start = replay.capture()
-    torch.ones(3).mul(2)
-    assert not replay.drew_since(start)
-    torch.randn(2)
-    assert replay.drew_since(start)
-    start = replay.capture()
-    random.random()
-    assert replay.drew_since(start)
-
-    owner = ChildPlugin({"phase": "cold", "nodeid": "t.py::test"}, LocalRestart())
-    seeds = []
-
-    def probe(seed: int) -> dict:
-        seeds.append(seed)
-        return {"out": torch.full((2,), float(seed))}
-
-    eager = {"out": torch.zeros(2)}
-    owner._run_drew = False
-    assert owner.random_tensors(probe, eager) == [] and seeds == []
-    owner._run_drew = True
-    assert [r["name"] for r in owner.random_tensors(probe, eager)] == ["out"] and seeds

@@ -83,8 +83,6 @@ class ChildPlugin:
         self._imports_out = os.environ.pop(IMPORTS_OUT_ENV, None)
         self._modules_before = set(sys.modules)
         self._seeded: Optional[replay.State] = None  # the generators as seeded for the test
-        # whether the compiled run drew from a generator (None: not observed)
-        self._run_drew: Optional[bool] = None
 
     def mark(self, stage: str) -> None:
         self.marks.setdefault(stage, time.time())
@@ -194,7 +192,6 @@ class ChildPlugin:
         with self.step("starting the cache observers"):
             self.observer.start()  # imports torch._dynamo: part of setup, not the workload
         self.mark("workload_start")  # a warm start begins with loading the artifact
-        before = replay.capture()
         try:
             if load:
                 self.load_artifact()
@@ -204,7 +201,6 @@ class ChildPlugin:
             raise
         finally:
             self.mark("workload_end")
-            self._run_drew = replay.drew_since(before)
             if self._seeded is not None:  # the reseeded restart's cue (`replay`)
                 self.result["drew"] = replay.moved(self._seeded)
             self.observer.stop()
@@ -214,11 +210,7 @@ class ChildPlugin:
                        ) -> List[Dict[str, Any]]:
         """The eager reference again under another seed (and, where that changed
         something, under its own seed once more, for the run-to-run noise): the tensors
-        that move with the seed are random (`randomness.seed_dependent`). A compiled
-        run that drew from no generator has none: the probe is not run (0.3 s a phase
-        for resnet18 training on an H200)."""
-        if self._run_drew is False:
-            return []
+        that move with the seed are random (`randomness.seed_dependent`)."""
         self.mark("random_probe_start")
         try:
             probe = run(randomness.PROBE_SEED)

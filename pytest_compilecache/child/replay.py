@@ -85,14 +85,6 @@ def moved(since: State) -> List[str]:
             and digests({name: since[name]}) != digests({name: now.get(name)})]
 
 
-def drew_since(since: State) -> bool:
-    """Whether a generator's state changed since `since`, or one appeared whose draws
-    `since` cannot tell (CUDA initialized, numpy imported): only then can an output
-    depend on the seed."""
-    now = capture()
-    return set(now) != set(since) or digests(now) != digests(since)
-
-
 def capture() -> State:
     """Every generator's state, read without changing it."""
     import torch

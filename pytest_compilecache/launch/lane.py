@@ -148,23 +148,3 @@ class Lane:
         if self.proc.stdout:  # under -W error an unclosed pipe fails the user's session
             self.proc.stdout.close()
 
-
-def first_settled(lanes: Sequence[Lane], deadline: float) -> Optional[Lane]:
-    """Whichever of `lanes` settles first (its imports and preloads done), reading their
-    hellos as they come; None when none does by `deadline` (or all are gone). The
-    lanes import alike, yet one often finishes seconds after the other."""
-    waiting = list(lanes)
-    while waiting and time.perf_counter() < deadline:
-        done = next((lane for lane in waiting if lane.settled()), None)
-        if done is not None:
-            return done
-        unread = [lane for lane in waiting if lane.has_unread()]
-        if not unread:
-            fds = {lane.fd: lane for lane in waiting}
-            left = max(0.0, deadline - time.perf_counter())
-            unread = [fds[fd] for fd in select.select(list(fds), [], [], left)[0]]
-        for lane in unread:
-            lane.step(time.perf_counter())
-            if lane.gone:
-                waiting.remove(lane)
-    return next((lane for lane in waiting if lane.settled()), None)

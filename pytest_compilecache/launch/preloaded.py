@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV, OWNED
 from pytest_compilecache.launch.descendants import kill_below
 from pytest_compilecache.launch.forkserver import VETO, VETO_STATUS
-from pytest_compilecache.launch.lane import START_TIMEOUT_S, Lane, first_settled
+from pytest_compilecache.launch.lane import START_TIMEOUT_S, Lane
 from pytest_compilecache.launch.launcher import (LaunchResult, SubprocessLauncher, marked)
 from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.leftovers import mark_owner
@@ -117,8 +117,6 @@ class PreloadedLauncher:
                 return LaunchResult(None, False, 0.0, log_path, asked[1], time.time())
             self._in_run.add(threading.get_ident())
             lane = lane if lane in self._lanes else lane % self.LANES
-        lane = self._sooner(lane)
-        with self._lock:
             busy = self._busy.setdefault(lane, threading.Lock())
         mine = busy.acquire(blocking=False)  # an interpreter serves one phase at a time
         try:
@@ -130,17 +128,6 @@ class PreloadedLauncher:
                 busy.release()
             with self._lock:
                 self._in_run.discard(threading.get_ident())
-
-    def _sooner(self, lane: int) -> int:
-        """The lane asked for; or, while it still imports and no other phase runs, the
-        one that finishes first (a cold phase waited 7.1 s for lane 0's preload of
-        transformers, lane 1 ready 2.4 s before it, on an H200)."""
-        lanes = dict(self._lanes)
-        alone = not self._running_beside(threading.get_ident())
-        if lane not in lanes or lanes[lane].settled() or not alone:
-            return lane
-        first = first_settled(list(lanes.values()), time.perf_counter() + START_TIMEOUT_S)
-        return next((k for k, v in lanes.items() if v is first), lane)
 
     def _run(self, argv: Sequence[str], env: Dict[str, str], cwd: str, log_path: Path,
              timeout: Optional[float], lane: int, asked: Tuple[float, float],

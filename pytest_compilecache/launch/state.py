@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-_LISTS = 32  # the newest preload lists kept (one per interpreter and rootdir)
+_LISTS = 64  # the newest preload lists kept (one per interpreter, rootdir and selection)
 
 
 def default_dir() -> Path:
