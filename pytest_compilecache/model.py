@@ -103,7 +103,7 @@ class CheckResult:
                                                for c in g.get("components", [])]}
                                for g in self.drift["graphs"]]
         return CheckResult(
-            nodeid=self.nodeid, verdict=self.verdict, device=self.device,
+            nodeid=self.nodeid, verdict=self.verdict, kind=self.kind, device=self.device,
             device_name=self.device_name, versions=self.versions, via=self.via,
             cache_root=self.cache_root, notes=self.notes[:1 if self.verdict == "n/a" else 4],
             drift=drift, layers={n: LayerVerdict(state=lv.state, accepted=lv.accepted,

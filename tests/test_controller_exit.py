@@ -67,3 +67,18 @@ def test_the_controller_ends_after_its_atexit_handlers_keeping_files_and_status(
     assert "main returned 1" in scripted.stdout
     assert "module teardown ran" in scripted.stderr
     assert (tmp_path / "unclosed.log").read_text() == "written before the exit\n"
+
+
+def test_the_flush_of_open_files_says_nothing_of_deprecated_objects() -> None:
+    # the newcomer's walk of issue 52: every session ended with `<frozen abc>:119:
+    # FutureWarning: torch.distributed.reduce_op is deprecated`, after its last line
+    import warnings
+
+    import torch.distributed  # noqa: F401  (its reduce_op warns on isinstance)
+
+    from pytest_compilecache.controller import exit as controller_exit
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        controller_exit._flush_open_files()
+    assert [str(w.message) for w in said] == []

@@ -296,7 +296,7 @@ def test_a_dirty_session_says_so_in_one_line_with_what_it_turns_off(tmp_path) ->
     said = [line for line in proc.stdout.splitlines() if line.startswith("work tree dirty")]
     assert said == [f"work tree dirty (ignored by git but read conftest.py): its keys go to "
                     f"{c['short']}-dirty.json, replaced by the next dirty run, not to the "
-                    f"commit's manifest; no trend point and no trend"], proc.stdout[-2000:]
+                    f"commit's manifest; no trend point, and no trend shown"], proc.stdout[-2000:]
 
 
 # -- item 3: a report shared by sessions on different commits --------------------------------

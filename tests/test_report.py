@@ -109,6 +109,21 @@ def test_a_recording_s_seconds_are_not_under_cold_s() -> None:
                for x in lines), lines
 
 
+def test_a_recording_that_drifted_keeps_its_seconds_out_of_cold_s() -> None:
+    # the newcomer's walk of issue 52: a keys-only check failing on drift still
+    # showed its recording's 3.9 s under `cold s` (a passing recording showed -)
+    rec = CheckResult(nodeid="t.py::test_mlp", verdict="recorded",
+                      timings={"cold_s": 3.9, "cold_process_s": 11.6})
+    rec.finalize()
+    rec.problems.append("cache keys drifted against main")
+    row = rec.finalize().summary_row()
+    assert row.verdict == "fail"
+    assert tx.row_cells(row)[1] == ("-", "-", "-")
+    lines = tx.summary_lines([row])
+    assert any(x.startswith("recorded: the keys of 1 check(s) in 11.6 s")
+               for x in lines), lines
+
+
 def test_the_shared_column_shows_the_turn_over_the_shared_cache_not_the_private_warm_run() -> None:
     # issue 52: the share-variants "warm start by path" table's `shared` column showed
     # the private warm runs' seconds, the local column's figure again

@@ -65,7 +65,7 @@ class KeyHistory:
         off = [f"its keys go to {commit.get('short')}-dirty.json, replaced by the next dirty "
                f"run, not to the commit's manifest"]
         if self.settings.trend:
-            off.append("no trend point and no trend")
+            off.append("no trend point, and no trend shown")
         if self.settings.store_caches:
             off.append("no compile caches kept in the store")
         return "work tree dirty" + (f" ({said})" if said else "") + ": " + "; ".join(off)

@@ -159,16 +159,22 @@ def _torch(r: CheckResult) -> str:
 def row_cells(r: CheckResult) -> Tuple[List[str], Tuple[str, str, str]]:
     """One check's row of the summary table (terminal and job summary): each layer's
     state, then cold s, warm s, warm/cold. A recording's seconds (a compile stopped once
-    its keys were logged, or a cold run alone) are no cold start: recorded_line says them."""
+    its keys were logged, or a cold run alone) are no cold start, also where the
+    recording failed on drift: recorded_line says them."""
     q = ratio(r)
-    cold = None if r.verdict == "recorded" else r.timings.get("cold_s")
+    cold = None if _recording(r) else r.timings.get("cold_s")
     return ([r.layers[n].state if n in r.layers else "-" for n in layers.LAYERS],
             (_s(cold), _s(r.timings.get("warm_s")), "-" if q is None else f"{q:.2f}"))
 
 
+def _recording(r: CheckResult) -> bool:
+    """A recording of keys, whatever its verdict became (drift fails it)."""
+    return "recorded" in (r.verdict, r.kind)
+
+
 def recorded_line(results: Sequence[CheckResult]) -> List[str]:
     """The recordings' seconds, out of the cold s column."""
-    took = [r.timings.get("cold_process_s") for r in results if r.verdict == "recorded"]
+    took = [r.timings.get("cold_process_s") for r in results if _recording(r)]
     if not took:
         return []
     known = [t for t in took if t is not None]
