@@ -139,6 +139,8 @@ def test_same_bits_is_bitwise_where_the_comparisons_compute() -> None:
     assert bits.same_bits(q, q.clone())  # a uint8 view of it would read garbage
     assert not bits.same_bits(q, torch.quantize_per_tensor(torch.randn(8), 0.1, 0,
                                                            torch.quint8))
+    rescaled = torch._make_per_tensor_quantized_tensor(q.int_repr(), 0.2, 0)
+    assert not bits.same_bits(q, rescaled)  # the same integers, twice the values
 
 
 def test_float64_mode_keeps_in_place_targets_and_random_draws() -> None:

@@ -212,4 +212,3 @@ def test_every_way_of_making_a_compiled_callable_is_recorded() -> None:
     assert list(rec.outputs) == ["call0:_double", "call1:Linear",
                                  "call2:" + Lit.training_step.__qualname__, "call3:_double"]
     assert torch._dynamo.eval_frame.innermost_fn(again) is f._torchdynamo_orig_callable
-

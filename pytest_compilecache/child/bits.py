@@ -41,8 +41,12 @@ def same_bits(a: Any, b: Any) -> bool:
         return False
     if not a.numel():
         return True
-    if a.is_quantized or a.layout != torch.strided:  # no plain bytes to view (a uint8
-        return digest(a) == digest(b)  # view of a quantized tensor reads garbage)
+    if a.layout != b.layout or a.is_quantized != b.is_quantized:
+        return False
+    if a.is_quantized:  # its integers and what they mean (a uint8 view reads garbage)
+        return digest(a) == digest(b) and bool(torch.equal(a.dequantize(), b.dequantize()))
+    if a.layout != torch.strided:  # no plain bytes to view
+        return digest(a) == digest(b)
     try:
         a, b = on_compare_device(a, b)
         return bool(torch.equal(_bits(a), _bits(b)))

@@ -113,10 +113,6 @@ class Lane:
         line, _, self._unread = self._unread.partition(b"\n")
         return json.loads(line)
 
-    def has_unread(self) -> bool:
-        """A whole message is already read from the pipe (`select` would not say so)."""
-        return b"\n" in self._unread
-
     def send(self, msg: Dict[str, Any]) -> None:
         stdin: IO[bytes] = self.proc.stdin  # type: ignore[assignment]
         with self.lock:  # a line at a time
@@ -147,4 +143,3 @@ class Lane:
         self.proc.wait()
         if self.proc.stdout:  # under -W error an unclosed pipe fails the user's session
             self.proc.stdout.close()
-

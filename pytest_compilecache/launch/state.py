@@ -77,7 +77,8 @@ class LauncherState:
                 and not st.st_mode & 0o022 and unsafe_parent(self.path) is None)
 
     def preloads(self) -> List[str]:
-        """The libraries the last session with this interpreter and rootdir preloaded."""
+        """The libraries the last session with this interpreter, rootdir and selection
+        preloaded."""
         if not self.trusted():
             return []
         try:
