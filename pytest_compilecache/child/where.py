@@ -14,8 +14,8 @@ _WHERE: List[Any] = [None]
 def comparing(device: Optional[str]) -> Iterator[None]:
     """The comparisons' arithmetic off the phase's busy CPU threads: on the check's GPU
     where the phase ran on CUDA (the outputs stay CPU copies; each tensor is moved as
-    it is compared), and on one CPU thread, the phase's thread count
-    back afterwards. They run while a warm phase's compile workers are often still
+    it is compared), and on one CPU thread, the phase's thread count back afterwards.
+    They run while a warm phase's compile workers are often still
     starting on every core, where torch's intra-op threads wait for one another: on an
     H100 (resnet18 training, 16 threads) 126 `assert_close` calls took 2.4 s of the warm
     phase's 3.2 s of comparisons, a tenth of that in the cold phase; one CPU thread took
