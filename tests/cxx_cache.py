@@ -8,10 +8,10 @@ one command, compile and link, which ccache does not cache). Inductor names each
 a hash of its text, so the same kernel is one key in every session's private cache dir.
 
 The key holds every argument (paths of the source and the output by name only, as the
-cache dirs differ) and the bytes of every file argument that exists (the source, a header);
-only a kernel's .so is kept (a header's PCH
-or preprocessed text goes straight to g++); a hit copies the stored output to where g++ would write it, a miss runs g++ and stores what
-it wrote. A kernel any test edits has other bytes, so another key. Test runs only: the
+cache dirs differ) and the bytes of every file argument that exists (the source, a header).
+Only a kernel's .so is kept (a header's PCH or preprocessed text goes straight to g++): a
+hit copies the stored .so to where g++ would write it, a miss runs g++ and stores what it
+wrote. A kernel any test edits has other bytes, so another key. Test runs only: the
 product never sets CXX, and the users' sessions use their own compiler."""
 from __future__ import annotations
 

@@ -1,0 +1,49 @@
+"""The test run's g++ cache (tests/cxx_cache.py, the sessions' CXX): a kernel built in one
+session's cache dir is served to another's without g++; an edited kernel is built again."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import cxx_cache
+
+KERNEL = 'extern "C" int kernel() { return 7; }\n'
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="no g++")
+
+
+def no_gxx(args: list) -> int:
+    raise FileNotFoundError(args[0])
+
+
+def build(cache_dir: Path, text: str) -> Path:
+    """One Inductor-like command: the source and the .so in a session's own cache dir."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    src = cache_dir / "ckernel.cpp"
+    src.write_text(text)
+    out = cache_dir / "ckernel.so"
+    assert cxx_cache.main([str(src), "-O1", "-shared", "-fPIC", "-o", str(out)]) == 0
+    return out
+
+
+def test_a_kernel_built_once_is_served_to_another_cache_dir_without_gxx(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cxx_cache.CACHE_ENV, str(tmp_path / "store"))
+    (tmp_path / "store").mkdir()
+    first = build(tmp_path / "a", KERNEL)
+    monkeypatch.setattr(cxx_cache.subprocess, "call", no_gxx)
+    second = build(tmp_path / "b", KERNEL)
+    assert second.read_bytes() == first.read_bytes()
+    # an edited kernel is another key: it goes to g++ (here gone, so it fails)
+    with pytest.raises(FileNotFoundError):
+        build(tmp_path / "c", KERNEL.replace("7", "8"))
+
+
+def test_without_a_store_or_a_kernel_output_it_is_plain_gxx(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(cxx_cache.CACHE_ENV, raising=False)
+    build(tmp_path / "a", KERNEL)
+    monkeypatch.setattr(cxx_cache.subprocess, "call", no_gxx)
+    with pytest.raises(FileNotFoundError):  # nothing was kept: g++ again
+        build(tmp_path / "b", KERNEL)
