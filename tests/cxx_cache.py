@@ -42,7 +42,7 @@ def key_of(args: List[str], out: Path) -> str:
         path = Path(arg)
         if arg == str(out):
             digest.update(b"\0out\0" + path.name.encode())
-        elif arg.startswith("/") and path.is_file():
+        elif path.is_file():
             digest.update(b"\0file\0" + path.name.encode() + path.read_bytes())
         else:
             digest.update(b"\0arg\0" + arg.encode())
