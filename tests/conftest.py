@@ -16,7 +16,7 @@ import pytest
 
 from pytest_compilecache.controller.session import PCH_DIR_ENV
 
-from cxx_cache import CACHE_ENV as CXX_CACHE_ENV
+from cxx_cache import CACHE_ENV as CXX_CACHE_ENV, gxx_named_link
 
 
 pytest_plugins = ["pytester"]
@@ -58,9 +58,9 @@ os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 # takes a cold MLP phase from ~12 to ~7 s). A user's runs are untouched.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 if not os.environ.get("PYTEST_XDIST_WORKER") and "CXX" not in os.environ:
-    os.environ["CXX"] = str(Path(__file__).with_name("cxx_cache.py"))
     os.environ[CXX_CACHE_ENV] = tempfile.mkdtemp(prefix="compilecache-tests-cxx-")
     atexit.register(shutil.rmtree, os.environ[CXX_CACHE_ENV], True)
+    os.environ["CXX"] = str(gxx_named_link(Path(os.environ[CXX_CACHE_ENV])))
 
 # The slow lane's modules, longest first (CI time, issue 39). `.ci/run` runs the lane
 # with `--dist loadfile --no-loadscope-reorder`: xdist hands each free worker the next

@@ -27,6 +27,17 @@ CACHE_ENV = "COMPILECACHE_TESTS_CXX_CACHE"
 REAL_CXX = "g++"
 
 
+def gxx_named_link(store: Path) -> Path:
+    """This script as `<store>/bin/g++`: Inductor knows g++ by its name (cpp_builder's
+    `_is_gcc` matches the CXX path), and under another name it drops gcc's flags and
+    names the precompiled header `.pch`, which g++ never reads (it looks for `.gch`):
+    every kernel would parse torch's headers again (~3 s of g++, not ~0.5)."""
+    link = store / "bin" / "g++"
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(Path(__file__).resolve())
+    return link
+
+
 def output_of(args: List[str]) -> Optional[Path]:
     """The file after -o, if the command names one."""
     for i, arg in enumerate(args[:-1]):

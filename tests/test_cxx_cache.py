@@ -3,6 +3,7 @@ session's cache dir is served to another's without g++; an edited kernel is buil
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,14 @@ def test_without_a_store_or_a_kernel_output_it_is_plain_gxx(
     monkeypatch.setattr(cxx_cache.subprocess, "call", no_gxx)
     with pytest.raises(FileNotFoundError):  # nothing was kept: g++ again
         build(tmp_path / "b", KERNEL)
+
+
+def test_inductor_takes_the_cache_for_gxx(tmp_path: Path) -> None:
+    # under a name that is not g++'s, Inductor drops gcc's flags and names the
+    # precompiled header .pch, which g++ never reads: each kernel parsed the headers
+    from torch._inductor.cpp_builder import _is_gcc
+
+    link = cxx_cache.gxx_named_link(tmp_path)
+    assert _is_gcc(str(link)) and not _is_gcc(str(Path(cxx_cache.__file__)))
+    version = subprocess.run([str(link), "-dumpfullversion"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.strip()[0].isdigit()
