@@ -59,3 +59,19 @@ def test_inductor_takes_the_cache_for_gxx(tmp_path: Path) -> None:
     assert _is_gcc(str(link)) and not _is_gcc(str(Path(cxx_cache.__file__)))
     version = subprocess.run([str(link), "-dumpfullversion"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.strip()[0].isdigit()
+
+
+def test_a_precompiled_header_is_served_to_another_temp_dir_without_gxx(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cxx_cache.CACHE_ENV, str(tmp_path / "store"))
+    (tmp_path / "store").mkdir()
+    built = []
+    for name in ("a", "b"):  # a check's own temp dir each, the same header text
+        header = tmp_path / name / "pch.h"
+        header.parent.mkdir()
+        header.write_text("#include <vector>\n")
+        out = header.with_name("pch.h.gch")
+        assert cxx_cache.main(["-x", "c++-header", str(header), "-o", str(out)]) == 0
+        built.append(out.read_bytes())
+        monkeypatch.setattr(cxx_cache.subprocess, "call", no_gxx)
+    assert built[1] == built[0]
