@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
@@ -14,6 +16,8 @@ import pytest
 
 from pytest_compilecache.controller.session import PCH_DIR_ENV
 
+from cxx_cache import CACHE_ENV as CXX_CACHE_ENV, gxx_named_link
+
 
 pytest_plugins = ["pytester"]
 
@@ -21,8 +25,6 @@ pytest_plugins = ["pytester"]
 # this test run's, not the user's ~/.cache; each model repo has a rootdir of its own, so
 # no test sees another's preload list.
 if not os.environ.get("PYTEST_XDIST_WORKER"):
-    import atexit
-    import tempfile
 
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="compilecache-tests-xdg-")
     atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
@@ -46,6 +48,19 @@ if not os.environ.get("PYTEST_XDIST_WORKER"):
 # every session and phase the tests start (they inherit it), cold and warm alike (it is one
 # more entry of Inductor's config in their keys); a user's runs are untouched.
 os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
+
+# CI time (issue 54 point 4), for every session and phase the tests start, cold and warm
+# alike, so a session's keys stay one: (1) Inductor compiles in the process (torch's own
+# default on one core), not through a pool of workers that each import torch (~4 s of a
+# cold MLP phase's ~12 s on 2 cores; compile_threads is outside Inductor's keys); (2) the
+# C++ compiler is g++ behind one cache of whole kernels for the test run (tests/
+# cxx_cache.py: the lane compiles the same tiny models in its ~150 cold phases; a hit
+# takes a cold MLP phase from ~12 to ~7 s). A user's runs are untouched.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+if not os.environ.get("PYTEST_XDIST_WORKER") and "CXX" not in os.environ:
+    os.environ[CXX_CACHE_ENV] = tempfile.mkdtemp(prefix="compilecache-tests-cxx-")
+    atexit.register(shutil.rmtree, os.environ[CXX_CACHE_ENV], True)
+    os.environ["CXX"] = str(gxx_named_link(Path(os.environ[CXX_CACHE_ENV])))
 
 # The slow lane's modules, longest first (CI time, issue 39). `.ci/run` runs the lane
 # with `--dist loadfile --no-loadscope-reorder`: xdist hands each free worker the next
