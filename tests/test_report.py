@@ -1,6 +1,8 @@
 """The summary table's cells (terminal and job summary)."""
 from __future__ import annotations
 
+import json
+
 from pytest_compilecache.render import lines as tx
 from pytest_compilecache.model import CheckResult
 
@@ -122,6 +124,10 @@ def test_a_recording_that_drifted_keeps_its_seconds_out_of_cold_s() -> None:
     lines = tx.summary_lines([row])
     assert any(x.startswith("recorded: the keys of 1 check(s) in 11.6 s")
                for x in lines), lines
+    # and so does `show REPORT`, which rebuilds the result from the report's JSON
+    shown = CheckResult.from_json(json.loads(json.dumps(rec.to_json())))
+    assert (shown.verdict, shown.kind) == ("fail", "recorded")
+    assert tx.row_cells(shown)[1] == ("-", "-", "-")
 
 
 def test_the_shared_column_shows_the_turn_over_the_shared_cache_not_the_private_warm_run() -> None:
