@@ -451,8 +451,9 @@ def test_each_selection_keeps_its_own_preload_list(tmp_path):
 
     from pytest_compilecache.controller.start import launcher_for
 
-    def state(args, keyword):
+    def state(args, keyword, here=tmp_path):
         config = SimpleNamespace(args=args, rootpath=tmp_path,
+                                 invocation_params=SimpleNamespace(dir=here),
                                  option=SimpleNamespace(keyword=keyword, markexpr=""))
         settings = SimpleNamespace(launcher="preloaded",
                                    launcher_state=str(tmp_path / "state"))
@@ -463,6 +464,10 @@ def test_each_selection_keeps_its_own_preload_list(tmp_path):
     assert state(["test_models.py"], "resnet").preloads() == ["torchvision"]
     assert state(["test_models.py"], "bert").preloads() == ["transformers"]
     assert state(["test_models.py", "test_more.py"], "resnet").preloads() == []
+    # one selection however its paths are typed, from wherever the command ran
+    (tmp_path / "sub").mkdir()
+    assert state(["./test_models.py"], "resnet").preloads() == ["torchvision"]
+    assert state(["../test_models.py"], "resnet", tmp_path / "sub").preloads() == ["torchvision"]
     assert LauncherState(tmp_path / "state", str(tmp_path)).preloads() == []
 
 

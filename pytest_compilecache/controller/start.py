@@ -34,10 +34,13 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
 
 def launcher_for(config: pytest.Config, settings: Settings) -> Launcher:
     """How this session starts its phases (`--compile-cache-launcher`); the preloaded
-    interpreters' state is kept per selection: the command's paths, -k and -m."""
+    interpreters' state is kept per selection: the command's paths (from where it was
+    run: `tests/x.py` and `./tests/x.py` are one), -k and -m."""
     if settings.launcher != "preloaded":
         return SubprocessLauncher()
-    selection = [*map(str, config.args), f"-k {config.option.keyword or ''}",
+    here = str(config.invocation_params.dir)
+    paths = [os.path.normpath(os.path.join(here, str(a))) for a in config.args]
+    selection = [*paths, f"-k {config.option.keyword or ''}",
                  f"-m {config.option.markexpr or ''}"]
     return PreloadedLauncher(LauncherState.chosen(settings.launcher_state,
                                                   str(config.rootpath), selection))
