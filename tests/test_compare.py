@@ -227,3 +227,23 @@ def test_comparisons_run_on_one_thread_and_give_the_phase_its_threads_back() -> 
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_sparse_and_nested_outputs_are_compared_by_their_values() -> None:
+    # a sparse gradient (nn.Embedding(sparse=True)) or a nested output made every
+    # comparison of the phase an error: they are kept as their values
+    from pytest_compilecache.child.workload import flatten
+
+    dense = torch.tensor([[0.0, 1.5], [2.0, 0.0]])
+    ragged = [torch.ones(2), torch.arange(3.0)]
+    seen: dict = {}
+    flatten("", {"s": dense.to_sparse(), "c": dense.to_sparse_csr(),
+                 "n": torch.nested.nested_tensor(ragged)}, seen)
+    assert sorted(seen) == ["['c']", "['n'][0]", "['n'][1]", "['s']"]
+    assert all(t.layout == torch.strided for t in seen.values())
+    assert torch.equal(seen["['s']"], dense) and torch.equal(seen["['n'][1]"], ragged[1])
+    off = dict(seen, **{"['s']": dense.to_sparse().to_dense() * 2})
+    assert compare.compare_with_eager(seen, {k: v.clone() for k, v in seen.items()})["ok"]
+    found = compare.compare_with_eager(off, seen)
+    assert [m["name"] for m in found["mismatches"]] == ["['s']"]
+    assert bits.same_bits(seen["['c']"], dense) and not bits.same_bits(off["['s']"], dense)

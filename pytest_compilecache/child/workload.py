@@ -77,7 +77,7 @@ def flatten(prefix: str, value: Any, out: Outputs) -> None:
         named = [("", value)]
     for path, leaf in named:
         if isinstance(leaf, torch.Tensor):
-            out[prefix + path] = leaf.detach().to("cpu", copy=True)
+            keep(prefix + path, leaf, out)
         elif isinstance(leaf, (bool, int, float)):
             out[prefix + path] = torch.tensor(leaf)
         elif isinstance(leaf, Mapping):  # e.g. a ModelOutput not registered as a pytree
@@ -86,6 +86,21 @@ def flatten(prefix: str, value: Any, out: Outputs) -> None:
         elif isinstance(leaf, (list, tuple)) and leaf is not value:
             for i, v in enumerate(leaf):
                 flatten(f"{prefix}{path}[{i}]", v, out)
+
+
+def keep(name: str, t: Any, out: Outputs) -> None:
+    """A detached CPU copy of `t` under `name`, in the strided form every comparison
+    reads: a sparse tensor (an `nn.Embedding(sparse=True)` gradient) as its dense values,
+    a nested tensor as its components `name[i]`; the values are what is compared."""
+    import torch
+
+    t = t.detach()
+    if t.is_nested:
+        for i, part in enumerate(t.unbind()):
+            keep(f"{name}[{i}]", part, out)
+        return
+    copy = t.to("cpu", copy=True)
+    out[name] = copy if copy.layout == torch.strided else copy.to_dense()
 
 
 class Recorder:
@@ -198,7 +213,7 @@ def run_case_step(fn: Callable[..., Any], model: Any, case: ModelCase, inputs: T
         loss.backward()
         for name, p in model.named_parameters():
             if p.grad is not None:
-                out[f"{prefix}grad.{name}"] = p.grad.detach().to("cpu", copy=True)
+                keep(f"{prefix}grad.{name}", p.grad, out)
     _sync(model)
     return out
 
