@@ -4,7 +4,16 @@ from here, neither from the other. Pure: no pytest, no torch, nothing of the pac
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Optional
+
+# -- an output's name: a gradient's (child/workload.py names them `grad.<param>`)
+_GRAD = re.compile(r"(^|\.)grad\.")
+
+
+def is_gradient(name: str) -> bool:
+    return bool(_GRAD.search(name))
+
 
 # -- the environment a manifest is only comparable within ------------------------------
 # (the child computes it, child/workload.environment; history/manifest.py files by it)

@@ -625,17 +625,31 @@ def test_warm_outputs_unlike_cold_with_every_layer_hit_are_a_stale_entry() -> No
     [why] = rejudge(rec).problems
     assert why.startswith("outputs: warm differs from cold (bitwise, else float64 "
                           "reference): output (differs (max abs diff 1.32")
-    assert why.endswith(" - a stale or corrupt cache entry returns other numbers")
+    # and names the entries the warm run loaded, one of which was served stale
+    assert why.endswith(" - a stale or corrupt cache entry returns other numbers; the warm "
+                        "run loaded aot_autograd 0/0 (key aoaerwrykuyl), fx_graph 0/0 "
+                        "(key fdmodjvp3jvy)"), why
     # under 1e-5 and with no float64 run to say it is beyond noise: a nondeterministic
     # kernel is likelier
     mismatch = rec["recs"]["warm"]["compare_cold"]["mismatches"][0]
     del mismatch["float64"]
-    assert rejudge(rec).problems[0].endswith(" - a stale or corrupt cache entry returns "
-                                             "other numbers")  # 1.32 is not tiny
+    assert " - a stale or corrupt cache entry returns other numbers; the warm run " \
+        "loaded" in rejudge(rec).problems[0]  # 1.32 is not tiny
     mismatch["max_abs_diff"] = 3e-7
     [why] = rejudge(rec).problems
     assert " - tiny: a nondeterministic kernel" in why
     assert "a stale or corrupt cache entry" not in why
+
+
+def test_a_stale_gradient_names_the_backward_entries_the_warm_run_loaded_first() -> None:
+    from pytest_compilecache.judge.outputs import served
+
+    res = rejudge(load("dropout_training"))
+    assert served(res, "grad.net.0.weight").startswith(
+        "; the warm run loaded fx_graph 0/0 backward (key ")
+    assert served(res, "output").startswith("; the warm run loaded aot_autograd 0/0 (key ")
+    res.graphs = [g for g in res.graphs if g["phase"] == "cold"]
+    assert served(res, "output") == ""  # nothing loaded: nothing named
 
 
 def test_a_warm_run_that_made_no_comparison_with_cold_fails() -> None:

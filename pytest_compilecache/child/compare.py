@@ -12,11 +12,10 @@ Runs in the child with torch alone: no numpy (torch does not install it).
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from pytest_compilecache.child.where import on_compare_device
-from pytest_compilecache.terms import USABLE_REL
+from pytest_compilecache.terms import USABLE_REL, is_gradient
 
 Outputs = Dict[str, Any]  # name -> cpu tensor
 
@@ -40,11 +39,6 @@ HALF_TOLERANCE = {"float16": {"atol": 1e-5, "rtol": 1e-3},
 # resnet18's first fp16 loss on CPU was 5.6e-4 off for eager, 1.9e-3 for compiled
 # (logits: 1.1x eager's error), 3.45x and over `same`'s 3x; under 1 + 3x with this floor.
 HALF_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
-_GRAD = re.compile(r"(^|\.)grad\.")
-
-
-def is_gradient(name: str) -> bool:
-    return bool(_GRAD.search(name))
 
 
 def multiplier(t: Any, gradient: bool = False, work_dtype: Any = None) -> float:

@@ -8,7 +8,7 @@ from typing import AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple,
 from pytest_compilecache import layers
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.wire import ColdComparison, EagerComparison, Mismatch, PhaseRecord
-from pytest_compilecache.terms import USABLE_REL
+from pytest_compilecache.terms import USABLE_REL, is_gradient
 
 # why the tensors child/randomness.py finds cannot be compared with eager
 WHY_RANDOM = "they change with the random seed (dropout, stochastic depth, random noise)"
@@ -162,11 +162,27 @@ def _warm_differs(res: CheckResult, cmp_cold: ColdComparison, cold_is_other_code
     why = (" - tiny: a nondeterministic kernel (atomic adds in a backward, say) is "
            "likelier than a stale entry; if so, allow it with "
            "--compile-cache-warm-tolerance=ATOL,RTOL" if tiny
-           else " - a stale or corrupt cache entry returns other numbers" if loaded
+           else " - a stale or corrupt cache entry returns other numbers"
+           + served(res, cmp_cold.mismatches[0].name) if loaded
            else " - no cache entry answered (the graph layers missed, above): the "
                 "warm process compiled another graph, which computes other numbers "
                 "(a value captured per process, such as a random constant?)")
     res.problems.append(f"outputs: warm differs from cold ({cmp_cold.mode}): {names}{why}")
+
+
+def served(res: CheckResult, first: str) -> str:
+    """Which entries the warm run loaded, where a stale one could have come from: a
+    gradient's first, the backward graphs'; each by layer, graph and key (the report's
+    `graphs` rows, `pytest-compilecache show` lists them)."""
+    hits = [g for g in res.graphs if g.get("phase") == "warm" and g.get("state") == "hit"]
+    if not hits:
+        return ""
+    hits.sort(key=lambda g: bool(g.get("backward")) != is_gradient(first))
+    said = [f"{g.get('layer')} {g.get('compile_id')}"
+            + (" backward" if g.get("backward") else "")
+            + f" (key {str(g.get('key'))[:12]})" for g in hits[:3]]
+    more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
+    return f"; the warm run loaded {', '.join(said)}{more}"
 
 
 def _within_noise(res: CheckResult, cmp_cold: Optional[ColdComparison]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from pytest_compilecache.judge.outputs import fresh_reference
+from pytest_compilecache.judge.outputs import fresh_reference, served
 from pytest_compilecache.model import CheckResult
 from pytest_compilecache.wire import PhaseRecord, RecordLike, phase_records
 from pytest_compilecache.paths.base import PhasePlan, Records, Snapshots
@@ -48,9 +48,10 @@ class Deploy(LocalRestart):
                 f"outputs: the warm run (the baseline's caches under this commit's code) differs "
                 f"from a fresh compile of this commit's code in {len(cmp.mismatches)} "
                 f"tensor(s); first {first.name}: {first.message} - a stale cache entry "
-                f"returns the baseline's numbers (the fresh compile, on an empty cache with "
-                f"the same seed, is the reference a stale entry cannot hide from, as it can "
-                f"within compiled vs eager's tolerance{seeded})")
+                f"returns the baseline's numbers{served(res, first.name)} (the fresh "
+                f"compile, on an empty cache with the same seed, is the reference a stale "
+                f"entry cannot hide from, as it can within compiled vs eager's "
+                f"tolerance{seeded})")
         elif cmp is not None:
             near_zero = sum(1 for v in cmp.within_noise if v.no_reference)
             noise = (f", {len(cmp.within_noise)} within arithmetic noise" if cmp.within_noise
