@@ -633,8 +633,8 @@ def test_warm_outputs_unlike_cold_with_every_layer_hit_are_a_stale_entry() -> No
     # kernel is likelier
     mismatch = rec["recs"]["warm"]["compare_cold"]["mismatches"][0]
     del mismatch["float64"]
-    assert " - a stale or corrupt cache entry returns other numbers; the warm run " \
-        "loaded" in rejudge(rec).problems[0]  # 1.32 is not tiny
+    said = rejudge(rec).problems[0]  # 1.32 is not tiny
+    assert " - a stale or corrupt cache entry returns other numbers; the warm run loaded" in said
     mismatch["max_abs_diff"] = 3e-7
     [why] = rejudge(rec).problems
     assert " - tiny: a nondeterministic kernel" in why

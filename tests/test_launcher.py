@@ -476,7 +476,7 @@ def _lane_saying(tmp_path: Path, script: str, pending: int = 0) -> Lane:
     a forkserver's imports: what the controller reads, on a real pipe."""
     lane = Lane.__new__(Lane)
     lane.proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE)
+                                 stdout=subprocess.PIPE, start_new_session=True)  # as a lane
     lane.fd, lane._unread = lane.proc.stdout.fileno(), b""
     lane.hello, lane.pending, lane.gone = None, pending, False
     lane.lock = threading.RLock()
@@ -501,3 +501,21 @@ def test_two_hellos_written_together_are_both_read(tmp_path: Path) -> None:
         lane.proc.wait()
         lane.proc.stdout.close()
         lane.proc.stdin.close()
+
+
+def test_a_lane_closed_while_a_phase_waits_on_it_ends_the_wait(tmp_path: Path) -> None:
+    """The session closes its lanes (an interrupt, a stop) while a phase's thread still
+    waits for its exit status: the wait ends, None, and the closed descriptor (whose
+    number another file may take) is never read."""
+    lane = _lane_saying(tmp_path, "import time; time.sleep(60)")
+    got: list = []
+    waiting = threading.Thread(target=lambda: got.append(
+        lane.receive(time.perf_counter() + 30)))
+    waiting.start()
+    time.sleep(0.3)
+    t0 = time.perf_counter()
+    lane.close()
+    waiting.join(10)
+    assert not waiting.is_alive() and got == [None] and lane.gone
+    assert time.perf_counter() - t0 < 3
+    lane.proc.stdin.close()

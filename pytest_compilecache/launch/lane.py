@@ -102,16 +102,31 @@ class Lane:
         `readline` takes two messages written together and leaves the second where
         `select` cannot see it."""
         while b"\n" not in self._unread:
-            wait = None if deadline is None else max(0.0, deadline - time.perf_counter())
-            if not select.select([self.fd], [], [], wait)[0]:
-                return None
-            chunk = os.read(self.fd, 1 << 16)
+            chunk = self._read(deadline)
             if not chunk:
-                self.gone = True
                 return None
             self._unread += chunk
         line, _, self._unread = self._unread.partition(b"\n")
         return json.loads(line)
+
+    def _read(self, deadline: Optional[float]) -> Optional[bytes]:
+        """What the pipe has, at most a second at a time (a lane closed by another
+        thread ends the wait: its descriptor is never read after `close`, when the
+        number may already name another file); None at the deadline or when gone."""
+        while not self.gone:
+            left = None if deadline is None else deadline - time.perf_counter()
+            if left is not None and left <= 0:
+                return None
+            try:
+                if not select.select([self.fd], [], [], min(left or 1.0, 1.0))[0]:
+                    continue
+                chunk = os.read(self.fd, 1 << 16)
+            except (OSError, ValueError):  # closed under it
+                chunk = b""
+            if chunk:
+                return chunk
+            self.gone = True
+        return None
 
     def send(self, msg: Dict[str, Any]) -> None:
         stdin: IO[bytes] = self.proc.stdin  # type: ignore[assignment]
@@ -129,6 +144,7 @@ class Lane:
     def close(self) -> None:
         """It exits when its stdin closes; one busy importing a preload is killed (it
         holds nothing to save)."""
+        self.gone = True  # a thread still waiting on its pipe stops (`_read`)
         try:
             if self.proc.stdin:
                 self.proc.stdin.close()
