@@ -12,7 +12,8 @@ cache dirs differ) and the bytes of every file argument that exists (the source,
 A kernel's .so and the precompiled header's .gch are kept (preprocessed text goes straight
 to g++): a hit copies the stored file to where g++ would write it, a miss runs g++ and
 stores what it wrote. The .gch matters where a check's temp dir is its own (a warm phase
-in a fresh root, the sessions that drop the shared header dir): ~7.5 CPU-s of g++ each. A kernel any test edits has other bytes, so another key. Test runs only: the
+in a fresh root, the sessions that drop the shared header dir): ~7.5 CPU-s of g++ each.
+A kernel any test edits has other bytes, so another key. Test runs only: the
 product never sets CXX, and the users' sessions use their own compiler."""
 from __future__ import annotations
 

@@ -114,6 +114,9 @@ def test_tp_mlp():
 
 @pytest.mark.compile_cache(replicas=2)
 def test_replicas():
+    # each replica's share of the check's threads, as a fresh interpreter has it (forked
+    # from a preloaded one that started with all of them)
+    assert torch.get_num_threads() == int(os.environ["OMP_NUM_THREADS"])
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
     with torch.no_grad():
@@ -151,6 +154,8 @@ def test_ddp_passes_with_every_ranks_layers_hit(session: Dict[str, Any]) -> None
     assert [r["layers"]["fx_graph"]["warm"] for r in c["ranks"]] == ["hit 2", "hit 2"]
     assert [r["layers"]["aot_autograd"]["warm"] for r in c["ranks"]] == ["hit 1", "hit 1"]
     assert all(r["outputs"]["warm_vs_cold"]["ok"] for r in c["ranks"])
+    # each rank forked from a preloaded interpreter of its own (a pair a rank: cold, later)
+    assert set(c["launch"].values()) == {"forked"}, (c["launch"], c["notes"])
     # one row per check, its ranks underneath
     out = session["out"]
     assert re.search(r"test_ranks_bodies.py::test_ddp \[via ranks\] +pass +off +hit +hit", out)

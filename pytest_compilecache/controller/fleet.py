@@ -139,11 +139,14 @@ class FleetCheckRun(CheckRun):
 
     @property
     def lane(self) -> int:
-        """The preloaded interpreter a rank forks from: the cold ranks' another than
-        the later phases' (CheckRun asks `lane + (phase != "cold")`, and a rank's phase
-        is `cold.r0`). Forked from one interpreter, two phases share its hash seed and
-        object addresses: a key that holds a per-process hash would hit between them."""
-        return self._lane - bool(getattr(self._here, "cold", False))
+        """The preloaded interpreter a process forks from: each rank a pair of its own
+        (the ranks of a phase start at once, and an interpreter serves one phase at a
+        time), rank r's cold phase lane 2r and its later phases lane 2r + 1 (CheckRun
+        asks `lane + (phase != "cold")`, and a rank's phase is `cold.r0`). Forked from
+        one interpreter, two processes share its hash seed and object addresses: a key
+        that holds a per-process hash would hit between them, never in a restart."""
+        r, cold = getattr(self._here, "rank", 0), getattr(self._here, "cold", False)
+        return self._lane + 2 * r - bool(cold)
 
     @lane.setter
     def lane(self, value: int) -> None:
@@ -151,6 +154,9 @@ class FleetCheckRun(CheckRun):
 
     def phases(self) -> CheckResult:
         nodeid, who = self.item.nodeid, self.path.noun
+        widen = getattr(self.session.launcher, "widen", None)
+        if widen is not None:  # a pair of interpreters a rank (`lane`), from this thread
+            widen(self._lane + 2 * max(self.path.processes(p) for p in self.path.phases))
         root = CacheRoot.create(nodeid, self.settings.root)
         self.roots.append(root)
         for plan in self.path.phases:
@@ -213,7 +219,7 @@ class FleetCheckRun(CheckRun):
         """One process, in its thread: an exception here is this process's error (the
         others are ended), never a thread that dies while they wait for it."""
         phase = rank_phase(plan.name, r)
-        self._here.cold = plan.name == "cold"
+        self._here.cold, self._here.rank = plan.name == "cold", r
         env = process_env(self.path, plan, r, port, self.settings.threads)
         try:
             rec, failure = self.run_phase(root, phase, extra=self._extra(plan, r, abort),

@@ -21,6 +21,9 @@ a fresh interpreter instead, see `preloaded.PreloadedLauncher`):
 - Per-process randomness: `random` reseeds itself after a fork; str hashing does not, so
   each lane is its own interpreter with its own hash seed, and a check's cold and warm
   phases fork from different lanes, as two restarts differ.
+- CPU threads: OpenMP read OMP_NUM_THREADS as it loaded; a phase's own (a rank's share)
+  is set in the child as torch sets it at start (becoming.py, where the child becomes
+  the phase).
 - sys.path: `[cwd] + PYTHONPATH + the rest`, rebuilt for the child's cwd and PYTHONPATH.
 - Bytecode: with `--bytecode DIR`, where Python writes none and does not find that of
   torch and its compile stack where it looks (pip compiles it at install, whatever
@@ -42,26 +45,18 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import signal
 import sys
 import time
-import traceback
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from pytest_compilecache.isolation import IMPORTS_OUT_ENV
 from pytest_compilecache.launch.cudaprobe import CudaAsked, nvml_cuda_available
+from pytest_compilecache.launch.becoming import become_phase
 from pytest_compilecache.launch.descendants import end_below, subreaper
 from pytest_compilecache.launch.envspy import REDO_BY_MODULE, REDO_BY_NAME, EnvSpy, Replay
-from pytest_compilecache.launch.libraries import shadowed
 from pytest_compilecache.launch.state import finds_bytecode
-from pytest_compilecache.lifetime import (LAUNCHER_PID_ENV, PHASE_ENV, name_process,
-                                         parent_death_signal)
 from pytest_compilecache.owndeps import plugin_only_modules
 from pytest_compilecache.timeline import process_start
 
-# a phase that a fork cannot start as a fresh interpreter would exits with this status
-# and says why on a line of its log; the launcher then starts it fresh
-VETO, VETO_STATUS = "pytest-compilecache: no fork", 75
 class Preloaded:
     """What this interpreter has imported, and what those imports read from the
     environment (name -> can a phase read it again; where a read that cannot was made)."""
@@ -293,7 +288,7 @@ def main(argv: List[str]) -> None:
             replies.close()
             # a preload may have made forking unsafe after the launcher last asked: the
             # phase then vetoes itself, and runs fresh
-            _become_phase(req, state, base_path, own, hello.get("problem"))
+            become_phase(req, state, base_path, own, hello.get("problem"))
         say({"pid": pid})
         _, status, usage = os.wait4(pid, 0)
         left = end_below(os.getpid(), pid)
@@ -303,97 +298,6 @@ def main(argv: List[str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _become_phase(req: Dict[str, Any], state: Preloaded, base_path: List[str],
-                  own_pythonpath: List[str], problem: Optional[str] = None) -> None:
-    """In the forked child: become `python -m pytest ARGS` started in `cwd` with `env`."""
-    code = 70
-    try:
-        server = os.getppid()
-        os.setsid()
-        parent_death_signal(signal.SIGKILL)  # whatever the test body does with SIGTERM
-        if os.getppid() != server:
-            os._exit(code)
-        _take_phase(req, state, server)
-        path, veto = _phase_sys_path(req["env"], state, base_path, own_pythonpath)
-        veto = problem or veto
-        if veto:
-            print(f"{VETO}: {veto}", flush=True)
-            os._exit(VETO_STATUS)
-        sys.path[:] = path
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        import runpy
-
-        import pytest
-
-        sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"),
-                    *req["argv"][2:]]
-        # what `python -m pytest` runs, whatever pytest's version (it raises SystemExit)
-        runpy.run_module("pytest", run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if e.code is not None and not isinstance(e.code, int):
-            print(e.code, file=sys.stderr)
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    finally:
-        _exit_after_atexit(code)
-
-
-def _take_phase(req: Dict[str, Any], state: Preloaded, server: int) -> None:
-    """The phase's log, cwd and environment in place of this interpreter's, and what
-    the imports read from the old environment read again from the new."""
-    # appended to: the launcher cuts a log that grows too long (phaselog.py)
-    fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    os.chdir(req["cwd"])
-    env: Dict[str, str] = req["env"]
-    before = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    os.environ[LAUNCHER_PID_ENV] = str(server)
-    os.environ[IMPORTS_OUT_ENV] = req["log"] + ".imports"
-    if env.get(PHASE_ENV):
-        name_process(env[PHASE_ENV])
-    state.own_bytecode()
-    changed = {k for k in set(before) | set(env) if before.get(k) != env.get(k)}
-    for keys, (entry, args) in state.entries.values():
-        if changed.intersection(keys):
-            type(entry).__init__(entry, *args)
-    import tempfile
-
-    tempfile.tempdir = None
-
-
-def _phase_sys_path(env: Dict[str, str], state: Preloaded, base_path: List[str],
-                    own_pythonpath: List[str]) -> Tuple[List[str], Optional[str]]:
-    """sys.path as a fresh interpreter would have it in the phase's cwd, and why the
-    phase cannot run on this interpreter's imports after all (None: it can)."""
-    new = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    path = [os.getcwd(), *new, *base_path[1 + len(own_pythonpath):]]
-    veto = shadowed([p for p in path[:1 + len(new)] if p not in base_path], state.tops()) \
-        or state.phase_problem()
-    return path, veto
-
-
-def _exit_after_atexit(code: int) -> None:
-    """The phase's atexit handlers, then exit with `code`, skipping the interpreter's
-    teardown (the preloaded torch's takes seconds)."""
-    try:
-        import atexit
-
-        sys.stdout.flush()
-        sys.stderr.flush()
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(code)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from pytest_compilecache.isolation import CHILD_SPEC_ENV, JOB_ID_ENV, OWNED
 from pytest_compilecache.launch.descendants import kill_below
-from pytest_compilecache.launch.forkserver import VETO, VETO_STATUS
+from pytest_compilecache.launch.becoming import THREADS_ENV, VETO, VETO_STATUS, threads_of
 from pytest_compilecache.launch.lane import START_TIMEOUT_S, Lane
 from pytest_compilecache.launch.launcher import (LaunchResult, SubprocessLauncher, marked)
 from pytest_compilecache.launch.state import LauncherState
@@ -308,6 +308,8 @@ def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
         if k in reads and not reads[k]:
             at = f" ({readers[k]})" if readers.get(k) else ""
             return f"{k} differs from the preloaded interpreter's, and it was read at import{at}"
+        if k == THREADS_ENV and threads_of(phase.get(k)) is not None:
+            continue  # set in the forked phase (becoming.set_threads)
         if k.startswith(_READ_AT_LOAD):
             return f"{k} differs from the preloaded interpreter's (read when libraries load)"
         if copies and k not in _PER_PHASE and k not in JOB_ID_ENV:
