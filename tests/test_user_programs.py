@@ -193,9 +193,10 @@ def test_training_gradient_off(compile_cache):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
+    # twelve checks: ~520 s of the loaded lane, beyond run_repo's 900 s on a busier machine
     return run_repo(tmp_path_factory.mktemp("repo_programs"),
                     {"test_programs.py": TESTS, "test_messages.py": MESSAGES,
-                     "test_training.py": TRAINING}, "-v")
+                     "test_training.py": TRAINING}, "-v", timeout=1800)
 
 
 def _problems(c: dict) -> str:
