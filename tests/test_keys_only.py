@@ -54,7 +54,9 @@ def test_keys_only_records_a_full_cold_runs_keys_graph_for_graph(tmp_path: Path)
     import torch._inductor.utils
 
     # a thread each (the keys hold the thread count): two slots on two cores, so the
-    # keys-only session's two recordings run side by side (controller/ahead.py)
+    # keys-only session's two recordings run side by side (controller/ahead.py). The full
+    # session is a check, cold and warm, not a recording (--compile-cache-manifest-only):
+    # its graph-break model passing graph for graph is test_checks_hit.py's (CI time)
     full = run_repo(tmp_path / "repo", TESTS, "--compile-cache-store=full",
                     "--compile-cache-threads=1")
     (tmp_path / "repo" / "report.json").rename(tmp_path / "repo" / "full.json")
