@@ -67,18 +67,18 @@ if not os.environ.get("PYTEST_XDIST_WORKER") and "CXX" not in os.environ:
 # module in collection order, and without this order (xdist's own puts the modules with
 # the most tests first) a long module of one or two tests (a tuning session, a hang's
 # timeout) could start last while the other workers sit idle. The order of the rest,
-# and of the tests within a module, is left as collected.
+# and of the tests within a module, is left as collected. The order is the clean-clone
+# CI's of 2026-11-29 (its --durations per module).
 LONGEST_FIRST = (
-    "test_deploy.py", "test_ranks.py", "test_once.py", "test_drift.py", "test_accepted_drift.py",
-    "test_paths.py", "test_pr_lane.py", "test_user_training.py", "test_launcher.py",
-    "test_hostile.py", "test_faults.py",
-    "test_remote.py", "test_action_selftest.py",
-    "test_pgo.py", "test_false_hits.py", "test_user_programs.py", "test_unseen_calls.py",
-    "test_drawn_constants.py", "test_checks_miss.py",
-    "test_checks_hit.py", "test_random.py", "test_shard.py", "test_store.py",
-    "test_hostile_phases.py", "test_collection.py", "test_keys_only.py", "test_autotune.py",
-    "test_recompiles.py", "test_plugin.py", "test_broken_stores.py", "test_progress.py",
-    "test_session_ends.py",
+    "test_drift.py", "test_paths.py", "test_ranks.py", "test_once.py", "test_deploy.py",
+    "test_pr_lane.py", "test_user_programs.py", "test_accepted_drift.py", "test_hostile.py",
+    "test_false_hits.py", "test_faults.py", "test_remote.py", "test_shard.py",
+    "test_keys_only.py", "test_launcher.py", "test_session_ends.py",
+    "test_action_selftest.py", "test_plugin.py", "test_checks_hit.py", "test_random.py",
+    "test_checks_miss.py", "test_drawn_constants.py", "test_pgo.py", "test_autotune.py",
+    "test_unseen_calls.py", "test_store.py", "test_files_and_trees.py",
+    "test_hostile_phases.py", "test_collection.py", "test_broken_stores.py",
+    "test_progress.py", "test_recompiles.py",
 )
 
 
