@@ -70,7 +70,7 @@ if not os.environ.get("PYTEST_XDIST_WORKER") and "CXX" not in os.environ:
 # and of the tests within a module, is left as collected. The order is the clean-clone
 # CI's of 2026-11-29 (its --durations per module).
 LONGEST_FIRST = (
-    "test_drift.py", "test_paths.py", "test_ranks.py", "test_once.py", "test_deploy.py",
+    "test_drift.py", "test_paths.py", "test_ranks.py", "test_deploy.py",
     "test_pr_lane.py", "test_user_programs.py", "test_accepted_drift.py", "test_hostile.py",
     "test_false_hits.py", "test_faults.py", "test_remote.py", "test_shard.py",
     "test_keys_only.py", "test_launcher.py", "test_session_ends.py",
