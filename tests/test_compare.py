@@ -247,3 +247,9 @@ def test_sparse_and_nested_outputs_are_compared_by_their_values() -> None:
     found = compare.compare_with_eager(off, seen)
     assert [m["name"] for m in found["mismatches"]] == ["['s']"]
     assert bits.same_bits(seen["['c']"], dense) and not bits.same_bits(off["['s']"], dense)
+    # a large table's gradient: its rows, not its zeros
+    rows = torch.sparse_coo_tensor([[5, 1, 5]], torch.ones(3, 256), (200000, 256))
+    big: dict = {}
+    flatten("grad", rows, big)
+    assert sorted(big) == ["grad.indices", "grad.values"]
+    assert big["grad.indices"].tolist() == [[1, 5]] and big["grad.values"].sum() == 3 * 256

@@ -160,6 +160,8 @@ def test_what_a_fork_can_and_cannot_take_from_the_preloaded_interpreter() -> Non
     copied = [{"where": "fsspec/config.py:33", "module": "fsspec"}]
     assert differs_at_import(server, {**server, "PYTEST_CURRENT_TEST": "t (call)",
                                       "TORCHINDUCTOR_CACHE_DIR": "/check/x"}, {}, {}, copied) is None
+    assert "copied the whole environment" in differs_at_import(
+        server, {**server, "OMP_NUM_THREADS": "1"}, {}, {}, copied)  # settable, but copied
     assert differs_at_import(server, {**server, "NOT_READ": "1"}, {}, {}, copied) == \
         ("NOT_READ differs from the preloaded interpreter's, and importing fsspec (one of the "
          "tests' libraries) copied the whole environment (fsspec/config.py:33)")
@@ -485,7 +487,7 @@ def _lane_saying(tmp_path: Path, script: str, pending: int = 0) -> Lane:
                                  stdout=subprocess.PIPE, start_new_session=True)  # as a lane
     lane.fd, lane._unread = lane.proc.stdout.fileno(), b""
     lane.hello, lane.pending, lane.gone = None, pending, False
-    lane.lock = threading.RLock()
+    lane.lock, lane.fd_lock = threading.RLock(), threading.Lock()
     return lane
 
 
@@ -525,3 +527,42 @@ def test_a_lane_closed_while_a_phase_waits_on_it_ends_the_wait(tmp_path: Path) -
     assert not waiting.is_alive() and got == [None] and lane.gone
     assert time.perf_counter() - t0 < 3
     lane.proc.stdin.close()
+
+
+def test_a_message_written_before_the_lane_closed_is_still_read(tmp_path: Path) -> None:
+    """A phase's exit status written just before the session closed the lane: read, not
+    taken for a dead interpreter (which would send every later phase fresh)."""
+    lane = _lane_saying(tmp_path, 'import sys, time; sys.stdout.write("{\\"status\\": 0}\\n"); '
+                                  'sys.stdout.flush(); time.sleep(30)')
+    time.sleep(1.0)
+    lane.gone = True  # as close() marks it first
+    try:
+        assert lane.receive(time.perf_counter() + 5) == {"status": 0}
+        assert lane.receive(time.perf_counter() + 5) is None
+    finally:
+        lane.close()
+        lane.proc.stdin.close()
+
+
+def test_an_interpreter_started_from_a_rank_thread_outlives_the_thread(tmp_path: Path) -> None:
+    """A rank's thread ends with its phase; an interpreter it started (a bare lane in
+    place of one whose preload made forking unsafe) was told of that end and died."""
+    from pytest_compilecache.launch.lane import STARTER
+    from pytest_compilecache.lifetime import child_preexec
+
+    started: list = []
+
+    def rank() -> None:
+        started.append(STARTER.call(lambda: subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(30)"],
+            start_new_session=True, preexec_fn=child_preexec)))
+
+    thread = threading.Thread(target=rank)
+    thread.start()
+    thread.join()
+    time.sleep(1.0)
+    try:
+        assert started[0].poll() is None
+    finally:
+        started[0].kill()
+        started[0].wait()

@@ -88,6 +88,11 @@ def flatten(prefix: str, value: Any, out: Outputs) -> None:
                 flatten(f"{prefix}{path}[{i}]", v, out)
 
 
+# elements: a sparse tensor larger than this dense is kept as its coalesced indices and
+# values (an Embedding(200000, 256, sparse=True) gradient: 205 MB dense a copy)
+DENSE_LIMIT = 1 << 22
+
+
 def keep(name: str, t: Any, out: Outputs) -> None:
     """A detached CPU copy of `t` under `name`, in the strided form every comparison
     reads: a sparse tensor (an `nn.Embedding(sparse=True)` gradient) as its dense values,
@@ -100,7 +105,13 @@ def keep(name: str, t: Any, out: Outputs) -> None:
             keep(f"{name}[{i}]", part, out)
         return
     copy = t.to("cpu", copy=True)
-    out[name] = copy if copy.layout == torch.strided else copy.to_dense()
+    if copy.layout == torch.strided:
+        out[name] = copy
+    elif copy.numel() <= DENSE_LIMIT or copy.layout == getattr(torch, "_mkldnn", None):
+        out[name] = copy.to_dense()
+    else:  # a large table's few rows: what it holds, not gigabytes of zeros a run
+        coo = copy.to_sparse().coalesce()
+        out[f"{name}.indices"], out[f"{name}.values"] = coo.indices(), coo.values()
 
 
 class Recorder:

@@ -24,6 +24,7 @@ from pytest_compilecache import files as fs
 from pytest_compilecache.controller.check import CheckRun
 from pytest_compilecache.isolation import CacheRoot
 from pytest_compilecache.judge import accepted
+from pytest_compilecache.launch.becoming import THREADS_ENV
 from pytest_compilecache.judge.ranks import needs_private, rank_phase
 from pytest_compilecache.model import CheckResult, error_result
 from pytest_compilecache.paths.base import PhasePlan, WarmStartPath
@@ -91,7 +92,7 @@ def rank_env(rank: int, world: int, port: int, threads: int) -> Dict[str, str]:
 
 def threads_env(world: int, threads: int) -> Dict[str, str]:
     """The check's threads shared by the phase's processes."""
-    return {"OMP_NUM_THREADS": str(max(1, threads // world))}
+    return {THREADS_ENV: str(max(1, threads // world))}
 
 
 def replica_env(replica: int, replicas: int, threads: int) -> Dict[str, str]:
@@ -139,24 +140,40 @@ class FleetCheckRun(CheckRun):
 
     @property
     def lane(self) -> int:
-        """The preloaded interpreter a process forks from: each rank a pair of its own
-        (the ranks of a phase start at once, and an interpreter serves one phase at a
-        time), rank r's cold phase lane 2r and its later phases lane 2r + 1 (CheckRun
-        asks `lane + (phase != "cold")`, and a rank's phase is `cold.r0`). Forked from
-        one interpreter, two processes share its hash seed and object addresses: a key
-        that holds a per-process hash would hit between them, never in a restart."""
+        """The preloaded interpreter this thread's process forks from (`lane_of`;
+        CheckRun asks `lane + (phase != "cold")`, and a rank's phase is `cold.r0`)."""
         r, cold = getattr(self._here, "rank", 0), getattr(self._here, "cold", False)
-        return self._lane + 2 * r - bool(cold)
+        return self.lane_of(r, cold) - 1
 
     @lane.setter
     def lane(self, value: int) -> None:
         self._lane = value
 
+    def lane_of(self, r: int, cold: bool) -> int:
+        """Each rank a pair of interpreters of its own, after the two a check of one
+        process uses (the ranks of a phase start at once, an interpreter serves one
+        phase at a time, and each starts with its processes' threads: `_widen`): rank
+        r's cold phase forks from one, its later phases from the other. Forked from one
+        interpreter, two processes share its hash seed and object addresses: a key
+        that holds a per-process hash would hit between them, never in a restart."""
+        return self._lane + 2 + 2 * r + (not cold)
+
+    def _widen(self) -> None:
+        """The pairs started now, from this thread (the session's), each with the
+        threads its processes start with (OMP_NUM_THREADS, read by OpenMP as it
+        loads: a forked rank then has what a fresh one has, in every thread)."""
+        widen = getattr(self.session.launcher, "widen", None)
+        if widen is None:
+            return
+        for plan in self.path.phases:
+            for r in range(self.path.processes(plan)):
+                lane = self.lane_of(r, plan.name == "cold")
+                threads = process_env(self.path, plan, r, 0, self.settings.threads)
+                widen(lane + 1, {THREADS_ENV: threads[THREADS_ENV]}, first=lane)
+
     def phases(self) -> CheckResult:
         nodeid, who = self.item.nodeid, self.path.noun
-        widen = getattr(self.session.launcher, "widen", None)
-        if widen is not None:  # a pair of interpreters a rank (`lane`), from this thread
-            widen(self._lane + 2 * max(self.path.processes(p) for p in self.path.phases))
+        self._widen()
         root = CacheRoot.create(nodeid, self.settings.root)
         self.roots.append(root)
         for plan in self.path.phases:

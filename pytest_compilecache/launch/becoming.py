@@ -35,7 +35,11 @@ def set_threads(n: Optional[int]) -> None:
     """torch's intra-op threads, as a fresh interpreter with OMP_NUM_THREADS=n has them
     (`torch.get_num_threads()`, which Inductor's CPU kernels and keys read); torch's own
     threads started later take it up (`at::init_num_threads`). No pool has started here:
-    a preloaded interpreter runs no parallel work before it forks (`fork_problem`)."""
+    a preloaded interpreter runs no parallel work before it forks (`fork_problem`). Not
+    OpenMP's default for threads torch did not start (a test's own thread calling
+    OpenMP directly sees the interpreter's count): so a fleet's interpreters start with
+    their ranks' threads (controller/fleet.py `_widen`), and this is for the phase whose
+    interpreter was started for another share (two fleets of other sizes in a session)."""
     if n is not None:
         import torch
 

@@ -6,6 +6,7 @@ phase; a lane serves one at a time, and another phase's thread may send it a pre
 from __future__ import annotations
 
 import json
+import queue
 import os
 import select
 import signal
@@ -15,7 +16,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any, Dict, Mapping, Optional, Sequence
+from typing import IO, Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from pytest_compilecache.launch.descendants import kill_below
 from pytest_compilecache.launch.phaselog import read_end
@@ -24,6 +25,44 @@ from pytest_compilecache.lifetime import child_preexec
 # what each interpreter keeps in its own dir: whatever its imports write
 PHASE_OWN = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR")
 START_TIMEOUT_S = 600.0
+
+
+class Starter:
+    """The thread every preloaded interpreter is started from, where the caller is not
+    the main thread: a child is told when the thread that started it ends
+    (`child_preexec`'s parent-death signal), and a rank's thread ends with its phase,
+    which would end an interpreter started from it. This one lives with the process."""
+
+    def __init__(self) -> None:
+        self._calls: "queue.Queue[Tuple[Callable[[], Any], queue.Queue]]" = queue.Queue()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            return fn()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, daemon=True,
+                                                name="compilecache-lane-starter")
+                self._thread.start()
+        answer: queue.Queue = queue.Queue(1)
+        self._calls.put((fn, answer))
+        ok, value = answer.get()
+        if not ok:
+            raise value
+        return value
+
+    def _serve(self) -> None:
+        while True:
+            fn, answer = self._calls.get()
+            try:
+                answer.put((True, fn()))
+            except BaseException as e:  # the caller's to raise
+                answer.put((False, e))
+
+
+STARTER = Starter()
 
 
 class Lane:
@@ -39,12 +78,12 @@ class Lane:
         for k in PHASE_OWN:  # whatever the preload writes stays in its own dir
             self.env[k] = str(own)
         self.log = own / "server.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_compilecache.launch.forkserver", str(self.log)]
-            + (["--bare"] if bare else [])
-            + (["--bytecode", str(bytecode)] if bytecode is not None else []),
-            env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec)
+        argv = [sys.executable, "-m", "pytest_compilecache.launch.forkserver", str(self.log),
+                *(["--bare"] if bare else []),
+                *(["--bytecode", str(bytecode)] if bytecode is not None else [])]
+        self.proc: subprocess.Popen = STARTER.call(lambda: subprocess.Popen(
+            argv, env=self.env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=child_preexec))
         self.fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         self._unread = b""  # read from the pipe, not yet taken (`receive`)
         self.hello: Optional[Dict[str, Any]] = None
@@ -52,6 +91,7 @@ class Lane:
         # the phase's thread reads; another phase's thread may send it a preload
         self.lock = threading.RLock()
         self.gone = False  # its pipe closed
+        self.fd_lock = threading.Lock()  # held to read the pipe, and to close it
         if extras:
             self.preload(extras)
 
@@ -110,23 +150,37 @@ class Lane:
         return json.loads(line)
 
     def _read(self, deadline: Optional[float]) -> Optional[bytes]:
-        """What the pipe has, at most a second at a time (a lane closed by another
-        thread ends the wait: its descriptor is never read after `close`, when the
-        number may already name another file); None at the deadline or when gone."""
-        while not self.gone:
-            left = None if deadline is None else deadline - time.perf_counter()
-            if left is not None and left <= 0:
+        """What the pipe has, waiting at most a second at a time; None at the deadline,
+        at its end, or once the lane is closed (`gone`, by another thread: what was
+        written before is still read; a closed descriptor, whose number may already name
+        another file, is not waited on again)."""
+        while True:
+            gone, left = self.gone, self._left(deadline)
+            wait = 0.0 if gone or left == 0.0 else min(left or 1.0, 1.0)
+            with self.fd_lock:  # never a descriptor `close` closed
+                chunk = self._chunk(wait)
+            if chunk == b"":  # its end
+                self.gone = True
                 return None
-            try:
-                if not select.select([self.fd], [], [], min(left or 1.0, 1.0))[0]:
-                    continue
-                chunk = os.read(self.fd, 1 << 16)
-            except (OSError, ValueError):  # closed under it
-                chunk = b""
-            if chunk:
+            if chunk or gone or left == 0.0:
                 return chunk
-            self.gone = True
-        return None
+
+    def _chunk(self, wait: float) -> Optional[bytes]:
+        """Under `fd_lock`: what the pipe has; None: nothing yet; b"": its end, or
+        closed."""
+        out = self.proc.stdout
+        if out is None or out.closed:
+            return b""
+        try:
+            if not select.select([self.fd], [], [], wait)[0]:
+                return None
+            return os.read(self.fd, 1 << 16)
+        except (OSError, ValueError):
+            return b""
+
+    @staticmethod
+    def _left(deadline: Optional[float]) -> Optional[float]:
+        return None if deadline is None else max(0.0, deadline - time.perf_counter())
 
     def send(self, msg: Dict[str, Any]) -> None:
         stdin: IO[bytes] = self.proc.stdin  # type: ignore[assignment]
@@ -158,4 +212,5 @@ class Lane:
             pass
         self.proc.wait()
         if self.proc.stdout:  # under -W error an unclosed pipe fails the user's session
-            self.proc.stdout.close()
+            with self.fd_lock:  # a reader's select waits a second at most
+                self.proc.stdout.close()

@@ -59,6 +59,7 @@ class PreloadedLauncher:
         # (name, time.time()): the interpreters' imports, the preloads sent (the timeline)
         self.marks: List[Tuple[str, float]] = []
         self.width = self.LANES  # interpreters to start: widen()
+        self._lane_env: Dict[int, Dict[str, str]] = {}  # by lane: over the session's (widen)
         self._started: Optional[Tuple[Dict[str, str], str, Optional[Path]]] = None
         self._lock = threading.Lock()  # phases may run side by side, a lane each (widen)
         self._in_run: Set[int] = set()  # the threads in run(): their phases, forked or fresh
@@ -81,10 +82,15 @@ class PreloadedLauncher:
         self._started = (base, cwd, bytecode)
         self._start_lanes()
 
-    def widen(self, lanes: int) -> None:
+    def widen(self, lanes: int, env: Optional[Mapping[str, str]] = None,
+              first: int = 0) -> None:
         """An interpreter for each of `lanes` phases that run at once (lane k for the
-        k-th: controller/ahead.py), those missing started now, from the caller's thread
-        (the session's own: a child is told when the thread that started it ends)."""
+        k-th: controller/ahead.py), those missing started now; those from `first` on
+        start with `env` over the session's (a rank's share of the threads, which
+        OpenMP reads as it loads: controller/fleet.py), where not started already."""
+        for i in range(first, lanes):
+            if env and i not in self._lanes:
+                self._lane_env.setdefault(i, dict(env))
         self.width = max(self.width, lanes)
         if self._lanes and not self.off:
             self._start_lanes()
@@ -94,7 +100,8 @@ class PreloadedLauncher:
         base, cwd, bytecode = self._started
         for i in range(self.width):
             if i not in self._lanes:
-                self._lanes[i] = Lane(base, cwd, self._home, i, self.extras,
+                self._lanes[i] = Lane({**base, **self._lane_env.get(i, {})}, cwd,
+                                      self._home, i, self.extras,
                                        bare=self.dropped is not None, bytecode=bytecode)
 
     def preload(self, modules: Sequence[str]) -> None:
@@ -154,9 +161,7 @@ class PreloadedLauncher:
         hello = server.ready()
         if hello.get("problem") and (hello.get("extras") or hello.get("stack")):
             # the compile stack or an extra library touched CUDA or started threads:
-            # preload torch alone
-            # (from a thread of ahead.py's, which outlives the launcher: the new child is
-            # told when the thread that started it ends)
+            # preload torch alone (from a rank's or ahead.py's thread too: lane.STARTER)
             self.dropped = str(hello["problem"])
             server.close()
             with self._lock:
@@ -308,9 +313,8 @@ def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
         if k in reads and not reads[k]:
             at = f" ({readers[k]})" if readers.get(k) else ""
             return f"{k} differs from the preloaded interpreter's, and it was read at import{at}"
-        if k == THREADS_ENV and threads_of(phase.get(k)) is not None:
-            continue  # set in the forked phase (becoming.set_threads)
-        if k.startswith(_READ_AT_LOAD):
+        settable = k == THREADS_ENV and threads_of(phase.get(k)) is not None
+        if k.startswith(_READ_AT_LOAD) and not settable:  # (settable: becoming.set_threads)
             return f"{k} differs from the preloaded interpreter's (read when libraries load)"
         if copies and k not in _PER_PHASE and k not in JOB_ID_ENV:
             return (f"{k} differs from the preloaded interpreter's, and {_copier(copies[0])} "
