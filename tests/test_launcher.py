@@ -211,6 +211,44 @@ def test_the_compile_stack_is_preloaded_and_each_phase_gets_its_own_precompile_d
     assert (tmp_path / "phase-inductor").is_dir()
 
 
+def test_a_phase_with_caching_precompile_on_forks_and_has_it_as_a_restart_does(
+        tmp_path: Path) -> None:
+    """torch._dynamo.config takes TORCH_CACHING_PRECOMPILE (2.9+) as it runs, into its
+    entry's default: a phase with it on (the precompile path) forks from an interpreter
+    that imported with it off, and has it on as a default, not as an override, with
+    the config's values (those its hash is of) a fresh interpreter with it on has
+    (every precompile phase of a session that mixes paths ran fresh)."""
+    import torch._dynamo.config as config
+
+    if "caching_precompile" not in getattr(config, "_config", {}):
+        pytest.skip("this torch has no caching precompile")
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_CACHING_PRECOMPILE"}
+    on = {**env, "TORCH_CACHING_PRECOMPILE": "1"}
+    (tmp_path / "test_x.py").write_text(
+        "import os, torch._dynamo, torch._inductor.compile_fx\n"
+        "import torch._dynamo.config as c\n\n"
+        "def test_x():\n"
+        "    assert c.caching_precompile is True and c._is_default('caching_precompile')\n"
+        "    d = c._get_dict(ignored_keys=list(c._compile_ignored_keys))\n"
+        "    with open(os.environ['VALUES_OUT'], 'w') as f:\n"  # (a set's order is the seed's)
+        "        f.write(repr(sorted((k, sorted(v) if isinstance(v, set) else v)\n"
+        "                            for k, v in d.items())))\n")
+    argv = ["-m", "pytest", "-p", "no:cacheprovider", "test_x.py"]
+    subprocess.run([sys.executable, *argv], env={**on, "VALUES_OUT": str(tmp_path / "fresh")},
+                   cwd=tmp_path, check=True, capture_output=True)
+    launcher = PreloadedLauncher()
+    launcher.LANES = 1
+    launcher.start(env, str(tmp_path))  # the interpreter imports with it off
+    try:
+        got = launcher.run(argv, {**on, "VALUES_OUT": str(tmp_path / "forked")},
+                           str(tmp_path), tmp_path / "x.log", 300)
+    finally:
+        launcher.close()
+    assert got.forked and got.fresh_because is None, got
+    assert got.returncode == 0, (tmp_path / "x.log").read_text()
+    assert (tmp_path / "forked").read_text() == (tmp_path / "fresh").read_text()
+
+
 def test_the_last_sessions_libraries_are_preloaded_at_start_and_bytecode_kept_aside(
         tmp_path: Path) -> None:
     """A session keeps what its interpreters preloaded; the next one's import it as they

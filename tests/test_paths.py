@@ -203,6 +203,9 @@ def test_caching_precompile_skips_dynamo_in_the_warm_process(traced: RepoRun) ->
     assert c["outputs"]["warm_vs_cold"]["ok"] and c["outputs"]["warm_vs_eager"]["ok"]
     # the guards it drops, which a differing process would no longer be stopped by
     assert any(n.startswith("precompile: ") and "guard(s) dropped" in n for n in c["notes"])
+    # its phases fork, beside the aot path's, though TORCH_CACHING_PRECOMPILE is read as
+    # torch._dynamo.config runs (launch/envspy.py redoes it in the phase)
+    assert c["launch"] == {"cold": "forked", "warm": "forked"}, c["launch"]
 
 
 def test_caching_precompile_names_a_guard_it_cannot_serialise(traced: RepoRun) -> None:

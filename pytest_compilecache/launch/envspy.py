@@ -139,9 +139,40 @@ def _redo_header_dir() -> bool:
     return True
 
 
+def _redo_caching_precompile() -> bool:
+    """torch._dynamo.config sets `caching_precompile` (2.9+) from TORCH_CACHING_PRECOMPILE
+    as it runs, a plain value its entry keeps as the default (no variable read again, as
+    its other entries are): set that default from the phase's variable, as its import
+    would have (not as an override: torch tells a default from a value set in code), and
+    drop what the module computed from its values. False where the entry or those caches
+    are not the ones this was written for."""
+    config = sys.modules.get("torch._dynamo.config")
+    entry = getattr(config, "_config", {}).get("caching_precompile")
+    if entry is None or not hasattr(entry, "default"):
+        return False
+    entry.default = os.environ.get("TORCH_CACHING_PRECOMPILE", "0") == "1"
+    return _values_changed(config, "caching_precompile")
+
+
+def _values_changed(config: Any, name: str) -> bool:
+    """Drop what a torch config module keeps computed from its values (its hash, its
+    dicts), as setting one does: context variables (2.8+), a dirty flag before."""
+    dirty = getattr(config, "_hash_dirty_var", None)
+    if dirty is not None and hasattr(config, "_mark_get_dict_dirty"):
+        dirty.set(True)
+        config._mark_get_dict_dirty(name)
+        return True
+    if "_is_dirty" in getattr(config, "_bypass_keys", ()):
+        config._is_dirty = True
+        return True
+    return False
+
+
 # a phase's own variable read at import by a known capture: (variable, file, function)
 # -> what a phase calls to redo it, after taking its environment
-_REDO = {("TORCHINDUCTOR_CACHE_DIR", "_dynamo/package.py", "<module>"): _redo_dynamo_cache}
+_REDO = {("TORCHINDUCTOR_CACHE_DIR", "_dynamo/package.py", "<module>"): _redo_dynamo_cache,
+         ("TORCH_CACHING_PRECOMPILE", "_dynamo/config.py", "<module>"):
+             _redo_caching_precompile}
 # captures of the temp dir: tempfile caches it, so an import need not read TMPDIR to
 # capture it; known by the module that holds it (module -> what a phase calls to redo it)
 REDO_BY_MODULE = {"torch._inductor.codecache": _redo_header_dir}
