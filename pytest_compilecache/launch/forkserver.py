@@ -8,9 +8,9 @@ a fresh interpreter instead, see `preloaded.PreloadedLauncher`):
 - In-memory compile state: none exists. `torch._dynamo` and `torch._inductor.compile_fx`
   are imported (the compile stack: 1-3 s a phase otherwise) but nothing is compiled. What
   their import captures from a phase's own variables is redone in the child (`_REDO`:
-  the precompile cache's directory; `REDO_BY_MODULE`: the precompiled-header dir under
-  the temp dir); torch 2.11's inductor asks at import whether CUDA is
-  available, which poisons forks: it is answered through NVML (`cudaprobe.CudaAsked`) and each
+  the precompile cache's directory, caching precompile's switch; `REDO_BY_MODULE`: the
+  precompiled-header dir under the temp dir); torch 2.11's inductor asks at import
+  whether CUDA is available, which poisons forks: it is answered through NVML (`cudaprobe.CudaAsked`) and each
   phase checks the answer under its own environment. `--bare` leaves the stack out.
 - The environment: the child's `os.environ` (and C's) is replaced before pytest starts.
   What torch read at import is recorded here (`reads`): torch's config entries are read
