@@ -11,7 +11,8 @@ a fresh interpreter instead, see `preloaded.PreloadedLauncher`):
   the precompile cache's directory, caching precompile's switch; `REDO_BY_MODULE`: the
   precompiled-header dir under the temp dir); torch 2.11's inductor asks at import
   whether CUDA is available, which poisons forks: it is answered through NVML
-  (`cudaprobe.CudaAsked`) and each phase checks the answer under its own environment. `--bare` leaves the stack out.
+  (`cudaprobe.CudaAsked`) and each phase checks the answer under its own environment.
+  `--bare` leaves the stack out.
 - The environment: the child's `os.environ` (and C's) is replaced before pytest starts.
   What torch read at import is recorded here (`reads`): torch's config entries are read
   again in the child (`_ConfigEntry.__init__` replayed), any other variable read at
