@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,13 +34,18 @@ KEPT = (".so", ".gch")
 
 
 def gxx_named_link(store: Path) -> Path:
-    """This script as `<store>/bin/g++`: Inductor knows g++ by its name (cpp_builder's
+    """This script behind `<store>/bin/g++`: Inductor knows g++ by its name (cpp_builder's
     `_is_gcc` matches the CXX path), and under another name it drops gcc's flags and
     names the precompiled header `.pch`, which g++ never reads (it looks for `.gch`):
-    every kernel would parse torch's headers again (~3 s of g++, not ~0.5)."""
+    every kernel would parse torch's headers again (~3 s of g++, not ~0.5). Run by this
+    Python without site-packages or PYTHON* variables (it needs the standard library
+    only): `python3` found on PATH may be a version manager's shell shim, and each
+    phase calls the compiler ~4 times (0.10 CPU-s a call through pyenv's, 0.03 so)."""
     link = store / "bin" / "g++"
     link.parent.mkdir(exist_ok=True)
-    link.symlink_to(Path(__file__).resolve())
+    me = shlex.quote(str(Path(__file__).resolve()))
+    link.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -S -E {me} "$@"\n')
+    link.chmod(0o755)
     return link
 
 
