@@ -6,8 +6,8 @@ phase; a lane serves one at a time, and another phase's thread may send it a pre
 from __future__ import annotations
 
 import json
-import queue
 import os
+import queue
 import select
 import signal
 import subprocess
