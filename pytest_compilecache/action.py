@@ -247,9 +247,9 @@ def conclude_report(report: str, rc: int, artifact: str) -> Tuple[Dict[str, str]
                 "the input pytest-args and the compile_cache marker.\n"), []
         msg = (f"pytest exited {rc} without a usable report ({why}): the session failed "
                f"before any verdict (a collection or usage error?); see this step's log")
-        return dict(gha.outputs({"checks": []}, ""), verdict="error", **{"session-ok": "false"}), \
-            f"## 🔥 compile-cache: error\n\n{msg}\n", [gha.command("error", msg,
-                                                                    title="compile-cache: error")]
+        return (dict(gha.outputs({"checks": []}, ""), verdict="error", **{"session-ok": "false"}),
+                f"## 🔥 compile-cache: error\n\n{msg}\n",
+                [gha.command("error", msg, title="compile-cache: error")])
     values = gha.outputs(data, report)
     text = markdown.render(data, artifact=artifact or None)
     notes = gha.annotation_lines(data, os.environ.get("GITHUB_WORKSPACE"))

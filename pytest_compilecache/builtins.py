@@ -12,7 +12,7 @@ def subclasses_in(package: str, modules: Iterable[str], base: type) -> Dict[str,
         mod = importlib.import_module(f"{package}.{module}")
         for cls in vars(mod).values():
             name = getattr(cls, "name", "")
-            if isinstance(cls, type) and issubclass(cls, base) and name \
-                    and cls.__module__ == mod.__name__:
+            if (isinstance(cls, type) and issubclass(cls, base) and name
+                    and cls.__module__ == mod.__name__):
                 found[str(name)] = cls
     return found

@@ -126,10 +126,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     a, b = load(pa), load(pb)
     base, head = as_manifest(a, pa), as_manifest(b, pb)
     checks = [*args.checks, *(args.check or [])]
-    return EXIT_DIFFERENT if print_diff(base, head, checks or None, (),
-                                        components_loader(a, base, pa, args.store),
-                                        components_loader(b, head, pb, args.store)) \
-        else EXIT_OK
+    return (EXIT_DIFFERENT if print_diff(base, head, checks or None, (),
+                                         components_loader(a, base, pa, args.store),
+                                         components_loader(b, head, pb, args.store))
+            else EXIT_OK)
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:

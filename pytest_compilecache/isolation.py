@@ -206,9 +206,9 @@ def cache_roots(parent: Optional[str] = None) -> List[Path]:
     out = []
     for path in sorted(base.glob("compilecache-*")):
         try:  # a root a killed session was still making lacks parts but has its owner
-            if path.is_dir() and not path.is_symlink() and path.lstat().st_uid == os.getuid() \
+            if (path.is_dir() and not path.is_symlink() and path.lstat().st_uid == os.getuid()
                     and (all((path / p).is_dir() for p in ROOT_PARTS)
-                         or (path / OWNER_FILE).is_file()):
+                         or (path / OWNER_FILE).is_file())):
                 out.append(path)
         except OSError:
             continue

@@ -130,8 +130,8 @@ class CheckResult:
         kept = {k: e[k] for k in ("ok", "compared", "total") if k in e}
         if e.get("note"):
             kept["note"] = str(e["note"])[:300]
-        kept["random_count"] = len(out.get("random") or []) or e.get("random_count") \
-            or len(e.get("random") or [])
+        kept["random_count"] = (len(out.get("random") or []) or e.get("random_count")
+                                or len(e.get("random") or []))
         return {"warm_vs_eager": kept, **unseen}
 
     def to_json(self) -> Dict[str, Any]:

@@ -66,8 +66,8 @@ def sizes(compiled: Outputs, eager: Outputs, ref: Optional[Outputs],
     for name, e in eager.items():
         m = _CALL.match(name)
         c = compiled.get(name)
-        if m is None or c is None or name in random or not e.is_floating_point() \
-                or c.shape != e.shape:
+        if (m is None or c is None or name in random or not e.is_floating_point()
+                or c.shape != e.shape):
             continue
         c, e = on_compare_device(c, e)
         size = rms(e.double()) or 1.0

@@ -112,8 +112,8 @@ class CaseHooks:
             try:
                 for prefix, case, model, inputs, ckw, state in prepared:
                     model.load_state_dict(state)
-                    with float64.model_in_float64(model), \
-                            randomness.draws(randomness.REFERENCE_SEED):
+                    with float64.model_in_float64(model), randomness.draws(
+                            randomness.REFERENCE_SEED):
                         ref.update(wl.run_case_step(model, model, case, float64.up(inputs),
                                                     float64.up(ckw), prefix))
             except Exception as e:

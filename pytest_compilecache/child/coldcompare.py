@@ -68,9 +68,9 @@ def _warm_differs(name: str, w: Any, c: Any, tolerance: Optional[Tuple[float, fl
         same = same_bits(w, c)
     else:
         w, c = on_compare_device(w, c)
-        same = bool(torch.allclose(w.double(), c.double(), atol=tolerance[0],
-                                   rtol=tolerance[1], equal_nan=True)) \
-            if w.is_floating_point() or w.is_complex() else bool(torch.equal(w, c))
+        same = (bool(torch.allclose(w.double(), c.double(), atol=tolerance[0],
+                                    rtol=tolerance[1], equal_nan=True))
+                if w.is_floating_point() or w.is_complex() else bool(torch.equal(w, c)))
     if same:
         return None
     w, c, r = on_compare_device(w, c, r)

@@ -43,8 +43,8 @@ def reclaim(expected: Mapping[str, str], environ: MutableMapping[str, str] = os.
         return []
     if "TMPDIR" in expected:
         tempfile.tempdir = None  # gettempdir() reads TMPDIR again
-    cleared = " (the environment was cleared?)" if any(c.endswith("removed") for c in changed) \
-        else ""
+    cleared = (" (the environment was cleared?)" if any(c.endswith("removed") for c in changed)
+               else "")
     return [f"the test's code changed the check's private cache settings{cleared}: "
             + ", ".join(changed) + f"; the check put its own back for the workload ({PRIVATE_FIX})"]
 
@@ -98,13 +98,13 @@ def escapes(root: str, expected: Mapping[str, str], when: str) -> List[Tuple[str
         var, what = _WHAT[label]
         now = os.environ.get(var)
         if now is None:
-            how = f"{var} is unset (the test's code removed it or cleared the environment), " \
-                  f"so torch fell back to its default"
+            how = (f"{var} is unset (the test's code removed it or cleared the environment), "
+                   f"so torch fell back to its default")
         elif now != expected.get(var):
             how = f"{var}={now!r} (set by the test's code)"
         else:
-            how = f"{var} still names the private dir, but the test's code moved it in code" \
-                  + (" (triton.knobs.cache.dir)" if label == "triton" else "")
+            how = (f"{var} still names the private dir, but the test's code moved it in code"
+                   + (" (triton.knobs.cache.dir)" if label == "triton" else ""))
         out.append((label, f"{what} at {path}, outside the check's private root {root}, {when}: "
                    f"{how}"))
     return out

@@ -101,8 +101,8 @@ def _into_target(args: Tuple[Any, ...], kwargs: Dict[str, Any]
     target = args[0] if args else None
     if isinstance(target, torch.Tensor):
         dtypes = [target.dtype]
-    elif isinstance(target, (list, tuple)) and target \
-            and all(isinstance(t, torch.Tensor) for t in target):
+    elif (isinstance(target, (list, tuple)) and target
+            and all(isinstance(t, torch.Tensor) for t in target)):
         dtypes = [t.dtype for t in target]
     else:  # the target by keyword (nn.init's tensor=) or no tensor at all: as called
         return args, kwargs
@@ -125,8 +125,8 @@ def _into_target(args: Tuple[Any, ...], kwargs: Dict[str, Any]
 
 
 def _in_place(name: str) -> bool:
-    return (name.endswith("_") and not name.endswith("__")) or name.startswith("__i") \
-        or name == "__setitem__"
+    return ((name.endswith("_") and not name.endswith("__")) or name.startswith("__i")
+            or name == "__setitem__")
 
 
 def _follow(found_inf: Optional[Sequence[float]]) -> Callable[[Any, Any, Any], Any]:
@@ -186,8 +186,8 @@ def make_mode(found_inf: Optional[Sequence[float]] = None) -> Any:
                 return func(*args, **kwargs)
             if name in _PASS_THROUGH or _like(name):
                 return func(*args, **kwargs)
-            if name in _TO_DOUBLE and args and isinstance(args[0], torch.Tensor) \
-                    and args[0].is_floating_point():
+            if (name in _TO_DOUBLE and args and isinstance(args[0], torch.Tensor)
+                    and args[0].is_floating_point()):
                 return args[0].to(torch.float64)
             if name in ("to", "type"):
                 args = tuple(torch.float64 if isinstance(a, torch.dtype) and a in low else a

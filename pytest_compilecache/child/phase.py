@@ -281,8 +281,8 @@ class ChildPlugin:
         """Only a failed eager comparison asks for the perturbed run: a tensor that
         failed may carry rounding that earlier steps amplified."""
         cmp = self.result.get("compare_eager") or {}
-        return refs.amplify is not None and cmp.get("ok") is False \
-            and not self.spec.get("eager_tolerance")
+        return (refs.amplify is not None and cmp.get("ok") is False
+                and not self.spec.get("eager_tolerance"))
 
     def _compare_eager(self, compiled: wl.Outputs, refs: References,
                        amplified: Optional[Dict[str, float]] = None) -> None:
@@ -313,8 +313,8 @@ class ChildPlugin:
             with self.step(f"saving the {phase} outputs"):
                 wl.save_outputs(compiled, keep)
         if against and os.path.exists(against):
-            which = Path(against).name.split("-outputs")[0] if self.spec.get("compare_outputs") \
-                else "cold"
+            which = (Path(against).name.split("-outputs")[0] if self.spec.get("compare_outputs")
+                     else "cold")
             with self.step(f"loading the {which} phase's outputs"):
                 earlier = wl.load_outputs(against)
             tol = self.spec.get("tolerance")

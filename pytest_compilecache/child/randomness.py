@@ -58,8 +58,8 @@ def seed_dependent(reference: Outputs, probe: Outputs, again: Optional[Outputs]
         if assert_close_message(a, b, {}) is None:
             continue  # equal, or within rounding noise: comparable with compiled code
         moved = _dist(a, b)
-        noise = _dist(a, *on_compare_device(again[name])) \
-            if again is not None and name in again else 0.0
+        noise = (_dist(a, *on_compare_device(again[name]))
+                 if again is not None and name in again else 0.0)
         if moved > ABOVE_NOISE * noise:
             size = rms(a.double()) if a.is_floating_point() else 0.0
             out.append({"name": name, "seed_moved_rel": round(moved / size, 4) if size else None})

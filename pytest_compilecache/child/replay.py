@@ -90,8 +90,8 @@ def capture() -> State:
     import torch
 
     state: State = {"torch": torch.get_rng_state(), "random": random.getstate()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized() \
-            and not torch.cuda.is_current_stream_capturing():  # a graph the test captures
+    if (torch.cuda.is_available() and torch.cuda.is_initialized()
+            and not torch.cuda.is_current_stream_capturing()):  # a graph the test captures
         state["cuda"] = torch.cuda.get_rng_state_all()
     np = sys.modules.get("numpy")  # only where the program has imported it
     if np is not None:
@@ -104,8 +104,8 @@ def restore(state: State) -> None:
 
     torch.set_rng_state(state["torch"])
     random.setstate(state["random"])
-    if "cuda" in state and torch.cuda.is_initialized() \
-            and not torch.cuda.is_current_stream_capturing():
+    if ("cuda" in state and torch.cuda.is_initialized()
+            and not torch.cuda.is_current_stream_capturing()):
         torch.cuda.set_rng_state_all(state["cuda"])
     np = sys.modules.get("numpy")
     if "numpy" in state and np is not None:

@@ -121,8 +121,8 @@ class CheckRun:
                 f"phase" if self.phase_now else f"the session was interrupted ({by}) as this "
                                                 f"check started")
         if done:
-            what += f", after its {' and '.join(done)} phase{'s' if len(done) > 1 else ''} " \
-                    f"had finished"
+            what += (f", after its {' and '.join(done)} phase{'s' if len(done) > 1 else ''} "
+                     f"had finished")
         return CheckResult(nodeid=self.item.nodeid, verdict="not run", via=self.path.via,
                            error=what + "; no verdict: run the check again", timings=self.timings)
 
@@ -138,8 +138,8 @@ class CheckRun:
             phase = self.phase_now = plan.name
             try:
                 saved, root = stored.find(self, root) if plan.from_store else (None, root)
-                tree = self.session.baseline().tree() if plan.at_baseline and saved is None \
-                    else None
+                tree = (self.session.baseline().tree() if plan.at_baseline and saved is None
+                        else None)
             except Exception as e:  # git problems: this check errors, the session goes on
                 return error_result(nodeid, phase, f"could not check out the baseline: {e}", "",
                                     self.timings)
@@ -279,8 +279,8 @@ class CheckRun:
         result.notes.extend(self.notes)
         result.launch = dict(self.launches)
         result.finalize()  # the verdict from all of it (model.CheckResult.finalize)
-        if s.store_caches and self.path.storable and self.path.via == "local" \
-                and result.verdict == "pass" and cold:
+        if (s.store_caches and self.path.storable and self.path.via == "local"
+                and result.verdict == "pass" and cold):
             stored.keep(self, cold, result)
         if not s.keep and (result.verdict in OK_VERDICTS or self._nothing_kept(result)):
             for r in self.roots:
@@ -343,9 +343,9 @@ class CheckRun:
         spec_path.write_text(json.dumps(spec))
         try:
             self.session.timeline.mark(f"{phase} asked")
-            with self.lease(phase, env, spec, spec_path) as lease, \
-                    session.progress.step(f"{phase} phase" + (" (in the baseline's worktree)"
-                                                              if tree is not None else "")):
+            with self.lease(phase, env, spec, spec_path) as lease, session.progress.step(
+                    f"{phase} phase" + (" (in the baseline's worktree)"
+                                        if tree is not None else "")):
                 # a check's cold phase and its others fork from different interpreters
                 launched = session.launcher.run(session.child_argv(self.item, root, phase, tree),
                                                 env, str(cwd or invocation),

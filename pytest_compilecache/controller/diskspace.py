@@ -50,8 +50,8 @@ def no_space(path: Path, need: int = MIN_FREE) -> Optional[str]:
 def write_problem(what: str, path: object, e: OSError) -> str:
     """One line for a failed write: the path, the cause and whose problem it is."""
     cause = e.strerror or str(e)
-    blocker = _file_in_the_way(Path(str(path))) \
-        if e.errno in (errno.EEXIST, errno.ENOTDIR) else None
+    blocker = (_file_in_the_way(Path(str(path)))
+               if e.errno in (errno.EEXIST, errno.ENOTDIR) else None)
     if blocker is not None:  # "File exists" alone names nothing a user can move
         return (f"could not write {what} to {path}: {blocker} is a file, not a directory "
                 f"(errno {e.errno}); an environment problem, not the model: move or delete "
@@ -113,8 +113,8 @@ def out_of_space(phase: str, root: Path, log: Path, text: str = "") -> Optional[
     cache root's filesystem is full now, or its output or error says so; None
     otherwise."""
     free = free_bytes(root)
-    said = [ln for ln in text.splitlines() if any(t in ln for t in FULL_TEXT)][:2] \
-        or full_lines(log)
+    said = ([ln for ln in text.splitlines() if any(t in ln for t in FULL_TEXT)][:2]
+            or full_lines(log))
     if (free is None or free >= MIN_FREE) and not said:
         return None
     now = f" ({free} bytes free there now)" if free is not None else ""

@@ -157,8 +157,8 @@ class KeyHistory:
             # the baseline's components are loaded from the store where a key changed
             cmp = mf.compare_check(old, entry, self.settings.allow_drift,
                                    load_old=base.store.loader(found or {}))
-            if cmp["status"] == "drifted" and (old or {}).get("keys_only") \
-                    and not entry.get("keys_only"):
+            if (cmp["status"] == "drifted" and (old or {}).get("keys_only")
+                    and not entry.get("keys_only")):
                 # REF's keys were recorded stopped before code generation: its own full
                 # compile says whether the drift is real (strides Inductor chose for
                 # saved activations, shape guards added while lowering)
@@ -231,8 +231,8 @@ class KeyHistory:
     def gone_checks(self, results: List[CheckResult], collected_files: Set[str],
                     deselected: Set[str]) -> List[str]:
         """Checks the baseline has, in files this session collected, that no longer exist."""
-        if not self.settings.baseline or self.settings.baseline_warm or not results \
-                or self.store_path is None:
+        if (not self.settings.baseline or self.settings.baseline_warm or not results
+                or self.store_path is None):
             return []
         from pytest_compilecache.history.store import ManifestStore
 

@@ -26,8 +26,8 @@ def phase_lease(run: Any, phase: str, env: Dict[str, str], spec: PhaseSpec,
         return devices[(devices.index(dev) + 1) % len(devices)]
 
     cold = run.cold_device if run.cold_device in devices else None
-    want = after(cold) if layout and cold and plan is not None and plan.other_gpu \
-        else None
+    want = (after(cold) if layout and cold and plan is not None and plan.other_gpu
+            else None)
     with pool.lease(f"{run.item.nodeid} [{phase}]", device=want) as lease:
         dev = lease.slot.device
         if phase == "cold":

@@ -25,8 +25,8 @@ def phase_outcome(nodeid: str, phase: str, root: CacheRoot, out: Path, launched:
     """The phase's record, read once here and typed from here on (None: it left none),
     and, if it failed, its error result; its timings go into `timings`, what the child
     put back of the test's cache settings into `notes`."""
-    memory = f"peak resident memory {launched.peak_rss_mb:.0f} MB" \
-        if launched.peak_rss_mb is not None else "peak resident memory unknown"
+    memory = (f"peak resident memory {launched.peak_rss_mb:.0f} MB"
+              if launched.peak_rss_mb is not None else "peak resident memory unknown")
     timings[f"{phase}_process_s"] = round(launched.wall_s, 3)
     timings[f"{phase}_peak_rss_mb"] = launched.peak_rss_mb
     if getattr(launched, "waited_s", 0.0):  # of its start-up: the preloaded imports
@@ -88,8 +88,8 @@ def blame_full_disk(result: CheckResult, recs: Dict[str, PhaseRecord],
         return
     for phase, log in logs.items():
         lines = diskspace.full_lines(log)
-        errors = recs[phase].cache.counter("inductor", "fxgraph_cache_write_error") \
-            if phase in recs else 0
+        errors = (recs[phase].cache.counter("inductor", "fxgraph_cache_write_error")
+                  if phase in recs else 0)
         if lines or errors:
             said = lines[0] if lines else f"torch counted {errors} FX graph write error(s)"
             result.problems.insert(0, (

@@ -44,8 +44,8 @@ def problems(report: Optional[str], store: Optional[Path], store_option: Optiona
     if store is not None:
         why = unwritable_dir(store)
         if why:
-            named = f"--compile-cache-store={store_option}" if store_option else \
-                f"the key manifest store {store} (the default of --compile-cache-store)"
+            named = (f"--compile-cache-store={store_option}" if store_option else
+                     f"the key manifest store {store} (the default of --compile-cache-store)")
             out.append(f"{named}: {why}; choose a writable directory, or 'none' to record no "
                        f"key manifests")
     if root:
@@ -58,8 +58,8 @@ def problems(report: Optional[str], store: Optional[Path], store_option: Optiona
     existing = nearest_existing(Path(root or tempfile.gettempdir()))
     unsafe = unsafe_parent(existing)
     if unsafe:  # the cache roots hold code that the phases run
-        named = f"--compile-cache-root={root}" if root else \
-            f"the temp dir {existing} (the default of --compile-cache-root)"
+        named = (f"--compile-cache-root={root}" if root else
+                 f"the temp dir {existing} (the default of --compile-cache-root)")
         out.append(f"{named}: {unsafe}")
     for label, path in (("--compile-cache-report", Path(report).parent if report else None),
                         ("the key manifest store", store), ("--compile-cache-root",

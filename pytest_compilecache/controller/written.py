@@ -101,8 +101,8 @@ def _entry_problem(e: Any) -> Optional[str]:
         return "its layer or graph is not one"
     if not isinstance(e.get("backward"), bool) or not isinstance(e.get("components"), list):
         return "its backward or components are of the wrong type"
-    if not isinstance(w, dict) or not isinstance(w.get("nodeid"), str) \
-            or not isinstance(w.get("id"), str) or not isinstance(w.get("params"), dict):
+    if (not isinstance(w, dict) or not isinstance(w.get("nodeid"), str)
+            or not isinstance(w.get("id"), str) or not isinstance(w.get("params"), dict)):
         return "its writer is not a variant (nodeid, id, params)"
     if not all(isinstance(c, list) and len(c) == 3 and isinstance(c[0], str)
                for c in e["components"]):

@@ -202,8 +202,8 @@ class SavedCaches:
             meta = jsonfile.load(path / "meta.json")
         except (OSError, ValueError) as e:
             raise Unusable(f"the saved caches {path} have no readable meta.json ({e})") from None
-        if not isinstance(meta, dict) or meta.get("nodeid") != nodeid or meta.get("sha") != sha \
-                or meta.get("environment") != env_id:
+        if (not isinstance(meta, dict) or meta.get("nodeid") != nodeid or meta.get("sha") != sha
+                or meta.get("environment") != env_id):
             raise Unusable(f"the saved caches {path} say they are of "
                            f"{json.dumps(meta)[:200] if isinstance(meta, dict) else meta!r}, "
                            f"not of {nodeid} at {sha} in {env_id}")

@@ -19,9 +19,9 @@ def components_loader(data: Dict[str, Any], keys: Dict[str, Any], path: str,
     error naming the files; a report's, whose store is another machine's, show their
     digest (a damaged file that is there is still an error)."""
     manifest = mf.is_manifest(data)
-    root = store or (str(Path(path).parents[2]) if manifest and
-                     Path(path).parent.parent.name == "manifests" else None) \
-        or (None if manifest else (data.get("settings") or {}).get("store"))
+    root = (store or (str(Path(path).parents[2]) if manifest and
+                      Path(path).parent.parent.name == "manifests" else None)
+            or (None if manifest else (data.get("settings") or {}).get("store")))
     if not root:
         return _needs_store(path) if manifest else mf.inline
     load = ManifestStore(Path(root)).loader(keys, named_by=path if manifest else None)

@@ -27,12 +27,12 @@ def read(store: Path) -> Dict[str, float]:
         data = jsonfile.load(path_of(store))
     except (OSError, jsonfile.Unreadable):
         return {}
-    entries = data.get("checks") if isinstance(data, dict) and data.get("schema") == SCHEMA \
-        else None
+    entries = (data.get("checks") if isinstance(data, dict) and data.get("schema") == SCHEMA
+               else None)
     out: Dict[str, float] = {}
     for e in (entries.values() if isinstance(entries, dict) else ()):
-        if isinstance(e, dict) and isinstance(e.get("nodeid"), str) \
-                and isinstance(e.get("s"), (int, float)) and e["s"] > 0:
+        if (isinstance(e, dict) and isinstance(e.get("nodeid"), str)
+                and isinstance(e.get("s"), (int, float)) and e["s"] > 0):
             out[e["nodeid"]] = out.get(e["nodeid"], 0.0) + float(e["s"])
     return out
 
@@ -48,8 +48,9 @@ def record(store: Path, nodeid: str, via: str, seconds: float) -> None:
             data: Any = jsonfile.load(p)
         except (OSError, jsonfile.Unreadable):
             data = None
-        checks: Dict[str, Any] = dict(data.get("checks") or {}) if isinstance(data, dict) \
-            and data.get("schema") == SCHEMA and isinstance(data.get("checks"), dict) else {}
+        checks: Dict[str, Any] = (dict(data.get("checks") or {}) if isinstance(data, dict)
+                                  and data.get("schema") == SCHEMA
+                                  and isinstance(data.get("checks"), dict) else {})
         checks[f"{nodeid} [{via}]"] = {
             "nodeid": nodeid, "s": round(float(seconds), 2),
             "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
@@ -62,5 +63,5 @@ def record(store: Path, nodeid: str, via: str, seconds: float) -> None:
 def process_seconds(timings: Mapping[str, Any]) -> float:
     """A check's cost: its phases' processes, as the shard times count it."""
     num = {k: v for k, v in timings.items() if isinstance(v, (int, float)) and v > 0}
-    return sum(v for k, v in num.items() if k.endswith("_process_s")) or \
-        sum(v for k, v in num.items() if k in ("cold_s", "warm_s"))
+    return (sum(v for k, v in num.items() if k.endswith("_process_s")) or
+            sum(v for k, v in num.items() if k in ("cold_s", "warm_s")))

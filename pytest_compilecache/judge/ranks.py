@@ -176,8 +176,8 @@ def cross_loads(warm: PhaseRecord, writers: Writers, r: int, who: str = "rank"
     for gid, events in warm.cache.graphs.items():
         for layer in _LAYERS:
             for e in events.entries(layer):
-                files = writers.get(str(entry_dir(Path(""), layer, str(e.key))), {}) \
-                    if e.state == "hit" and e.key else {}
+                files = (writers.get(str(entry_dir(Path(""), layer, str(e.key))), {})
+                         if e.state == "hit" and e.key else {})
                 if not files:
                     continue
                 first = sorted(files)[0]  # torch reads a key's files in name order
@@ -232,8 +232,8 @@ def process_part(cold: PhaseRecord, warm: PhaseRecord, problem: str) -> Optional
     for gid, events in warm.cache.graphs.items():
         for mine in events.entries("fx_graph"):
             twin = keys.best_match(mine, (cold.cache.graphs.get(gid) or events).fx_graph)
-            if mine.state != "miss" or twin is None or twin.key == mine.key \
-                    or not mine.components or keys.differing_components(twin, mine):
+            if (mine.state != "miss" or twin is None or twin.key == mine.key
+                    or not mine.components or keys.differing_components(twin, mine)):
                 continue
             return (f"all {len(mine.components)} logged components of graph {gid}'s FX key "
                     f"hash the same in the cold and warm processes, yet the whole key "
@@ -271,8 +271,8 @@ def keys_between_ranks(phases: Mapping[str, PhaseRecord], n: int) -> List[str]:
                 if twin is None or twin.key == e.key:
                     continue
                 comps = keys.differing_components(twin, e)
-                said = ", ".join(c["component"] for c in comps[:4]) if comps else \
-                    "none of its logged components (a part torch does not log)"
+                said = (", ".join(c["component"] for c in comps[:4]) if comps else
+                        "none of its logged components (a part torch does not log)")
                 out.append(f"keys differ between ranks: graph {gid}'s FX key on rank {r} is "
                            f"not rank 0's; differing: {said}")
                 break

@@ -183,8 +183,8 @@ def lines(dynamo: Dict[str, Any]) -> List[str]:
 def _resetters(s: Dict[str, Any]) -> str:
     """Who called torch._dynamo.reset() in a phase, in words: the test, and the torch
     functions it called that reset (torch._dynamo.explain does, twice)."""
-    said = [f"the test called torch._dynamo.reset() {s['resets']} time(s)"] \
-        if s.get("resets") else []
+    said = ([f"the test called torch._dynamo.reset() {s['resets']} time(s)"]
+            if s.get("resets") else [])
     said += [f"{who} called torch._dynamo.reset() {n} time(s)"
              for who, n in sorted((s.get("reset_callers") or {}).items())]
     return " and ".join(said)

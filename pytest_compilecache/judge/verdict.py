@@ -70,8 +70,8 @@ def judge(nodeid: str, cold: RecordLike, warm: RecordLike, cold_snap: fs.Snapsho
         res.problems += layer.problems(res.layers[layer.name], wc.layer_config.get(layer.name))
 
     recompiles.judge(res, cc, wc, cold_is_other_code)
-    if not any(lv.state in ("hit", "miss", "bypass") for lv in res.layers.values()) \
-            and not precompiled:  # a miss has its reason above: this is for none at all
+    if (not any(lv.state in ("hit", "miss", "bypass") for lv in res.layers.values())
+            and not precompiled):  # a miss has its reason above: this is for none at all
         res.problems.append(nothing_cached(cc, wc))
         nothing_compiled(res, c, w)
     return res.finalize()
@@ -120,8 +120,8 @@ def judge_loaded(nodeid: str, cold: RecordLike, warm: RecordLike, warm_new: List
         res.layers[layer.name] = LayerVerdict(state="n/a",
                                               reasons=[f"not used: {carrier.name} is loaded"])
     traced = wc.counter("frames", "total")
-    compiled = ([f"{traced} Dynamo frame(s) traced"] if traced else []) + \
-        [what for layer in layers.REGISTRY for what in layer.load_compiles(wc)]
+    compiled = (([f"{traced} Dynamo frame(s) traced"] if traced else []) +
+                [what for layer in layers.REGISTRY for what in layer.load_compiles(wc)])
     if compiled:
         res.problems.append(f"compile: the warm process compiled after loading {carrier.name}: "
                             + ", ".join(compiled))

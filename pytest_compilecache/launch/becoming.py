@@ -119,8 +119,8 @@ def _phase_sys_path(env: Dict[str, str], state: Any, base_path: List[str],
     phase cannot run on this interpreter's imports after all (None: it can)."""
     new = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     path = [os.getcwd(), *new, *base_path[1 + len(own_pythonpath):]]
-    veto = shadowed([p for p in path[:1 + len(new)] if p not in base_path], state.tops()) \
-        or state.phase_problem()
+    veto = (shadowed([p for p in path[:1 + len(new)] if p not in base_path], state.tops())
+            or state.phase_problem())
     return path, veto
 
 

@@ -84,8 +84,8 @@ class Preloaded:
         it from there. Where torch's was installed, it is read where it is: a prefix
         would hide it, and every session with an empty `where` (a first one, a CI
         machine's) would compile torch's sources again (7 s of CPU an interpreter)."""
-        if sys.dont_write_bytecode and self.bytecode is None \
-                and not finds_bytecode(("torch", *COMPILE_STACK)):
+        if (sys.dont_write_bytecode and self.bytecode is None
+                and not finds_bytecode(("torch", *COMPILE_STACK))):
             self.bytecode = (sys.pycache_prefix, sys.dont_write_bytecode)
             sys.pycache_prefix, sys.dont_write_bytecode = where, False
             self.mark("bytecode")

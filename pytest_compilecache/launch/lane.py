@@ -190,8 +190,8 @@ class Lane:
 
     def _log_tail(self) -> str:
         try:
-            return " | ".join(read_end(self.log, 8192).strip().splitlines()[-5:]) \
-                if self.log.exists() else "(no log)"
+            return (" | ".join(read_end(self.log, 8192).strip().splitlines()[-5:])
+                    if self.log.exists() else "(no log)")
         except OSError:
             return "(no log)"
 

@@ -29,8 +29,8 @@ from pytest_compilecache.launch.phaselog import useful_tail as useful_tail  # wh
 def pytest_child_flags(plugin_loaded: bool, xdist_available: bool) -> List[str]:
     """Flags every child pytest session gets: our plugin by name where it would not be
     auto-loaded, and one process (the user's addopts may hold -n)."""
-    flags = [] if plugin_loaded and not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") \
-        else ["-p", "pytest_compilecache.plugin"]
+    flags = ([] if plugin_loaded and not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+             else ["-p", "pytest_compilecache.plugin"])
     return flags + (["-n", "0"] if xdist_available else [])
 
 

@@ -129,8 +129,8 @@ def finds_bytecode(modules: Sequence[str]) -> bool:
             return False
         for name in modules:
             path = os.path.join(os.path.dirname(origin), *name.split(".")[1:])
-            source = path + ".py" if os.path.isfile(path + ".py") \
-                else os.path.join(path, "__init__.py")
+            source = (path + ".py" if os.path.isfile(path + ".py")
+                      else os.path.join(path, "__init__.py"))
             if not os.path.isfile(importlib.util.cache_from_source(source)):
                 return False
         return True

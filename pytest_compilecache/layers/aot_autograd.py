@@ -23,9 +23,9 @@ class AOTAutograd(KeyedLayer):
         if on is None:
             return {"enabled": False,
                     "why": f"torch {torch.version} has no AOTAutograd cache config"}
-        return torch.forced() or torch.switched_off(
-            AUTOGRAD_CACHE, "every restart traces its forward and backward graphs again") \
-            or self._without_fx(torch) or torch.on()
+        return (torch.forced() or torch.switched_off(
+            AUTOGRAD_CACHE, "every restart traces its forward and backward graphs again")
+            or self._without_fx(torch) or torch.on())
 
     def load_compiles(self, warm: CacheRecord) -> List[str]:
         n = warm.counter("aot_autograd", "autograd_cache_miss")

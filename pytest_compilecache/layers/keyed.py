@@ -116,8 +116,8 @@ def never_saved_cause(layer: str, cold_entry: CacheEntry, cold_rec: CacheRecord)
                     ".backward()). Serve it under torch.no_grad()/torch.inference_mode(), or "
                     "run a backward in the check (ModelCase(train=True))")
         return "cold missed and wrote no entry (the save failed or was skipped)"
-    errs = cold_rec.counter("inductor", "fxgraph_cache_pickle_error") + \
-        cold_rec.counter("inductor", "fxgraph_cache_write_error")
+    errs = (cold_rec.counter("inductor", "fxgraph_cache_pickle_error") +
+            cold_rec.counter("inductor", "fxgraph_cache_write_error"))
     if errs:
         return f"cold could not write the entry ({errs} pickle/write error(s))"
     return "cold missed and wrote no entry"
@@ -142,8 +142,8 @@ def graph_rows(cc: CacheRecord, wc: CacheRecord, saved: Set[str], keyed: Sequenc
                                        "state": e.state, "key": e.key,
                                        "components_digest": keys.components_digest(e.components),
                                        "components_count": len(e.components)}
-                if e.state not in ("hit", "miss") or (phase == "warm" and e.state != "hit") \
-                        or (phase == "cold" and id(e) in explained):
+                if (e.state not in ("hit", "miss") or (phase == "warm" and e.state != "hit")
+                        or (phase == "cold" and id(e) in explained)):
                     row["components"] = e.components
                 if phase == "cold" and e.state == "miss":
                     row["saved"] = e.key in saved

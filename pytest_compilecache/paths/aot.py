@@ -26,8 +26,8 @@ class AOTCompiled(LoadedArtifactPath):
     def not_applicable(self, form: str, case: Any) -> Optional[str]:
         import torch
 
-        if getattr(torch.compiler, "load_compiled_function", None) is None or \
-                not hasattr(torch.compile(call_model, fullgraph=True), "aot_compile"):
+        if (getattr(torch.compiler, "load_compiled_function", None) is None or
+                not hasattr(torch.compile(call_model, fullgraph=True), "aot_compile")):
             return (f"torch {torch.__version__} has no torch.compile(...).aot_compile and "
                     f"torch.compiler.load_compiled_function")
         return super().not_applicable(form, case)

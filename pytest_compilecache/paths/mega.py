@@ -26,8 +26,8 @@ class MegaCache(ArtifactPath):
         import torch
 
         if getattr(torch.compiler, "save_cache_artifacts", None) is None:
-            return f"torch {torch.__version__} has no torch.compiler.save_cache_artifacts " \
-                   f"(torch {self.since}+)"
+            return (f"torch {torch.__version__} has no torch.compiler.save_cache_artifacts "
+                    f"(torch {self.since}+)")
         return None
 
     def after(self, phase: str, path: Path, info: Info) -> None:

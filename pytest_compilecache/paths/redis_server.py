@@ -64,8 +64,8 @@ def why_silent(host: str, port: int, timeout: float = 1.0) -> Optional[str]:
         return e.strerror or str(e) or type(e).__name__
     if reply == "+PONG":
         return None
-    return f"it replied {reply[:200]!r} to PING, not +PONG" if reply else \
-        "it closed the connection without a reply"
+    return (f"it replied {reply[:200]!r} to PING, not +PONG" if reply else
+            "it closed the connection without a reply")
 
 
 class RedisServer:

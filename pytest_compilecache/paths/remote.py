@@ -117,8 +117,8 @@ class RemoteCaches(ArtifactPath):
 
     def failed(self, phase: str, rec: RecordLike, result: CheckResult) -> CheckResult:
         result = super().failed(phase, rec, result)
-        if "was not cold" in (result.error or "") and self.server is not None \
-                and not self.server.owned:
+        if ("was not cold" in (result.error or "") and self.server is not None
+                and not self.server.owned):
             result.error = (result.error or "") + (
                 f"; here the likely source is your Redis server at {self.address}: it holds "
                 f"entries of earlier runs (the check empties only a server of its own: leave "

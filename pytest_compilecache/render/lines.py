@@ -290,9 +290,9 @@ def _table(results: Sequence[CheckResult]) -> List[str]:
     if not results:
         return []
     width = min(60, max(len("check"), *(len(r.label) for r in results)))
-    head = f"{'check':<{width}} {'verdict':<7} " + " ".join(
-        f"{layers.SHORT[n]:<8}" for n in layers.LAYERS) + \
-        f" {'cold s':>7} {'warm s':>7} {'warm/cold':>9}"
+    head = (f"{'check':<{width}} {'verdict':<7} "
+            + " ".join(f"{layers.SHORT[n]:<8}" for n in layers.LAYERS)
+            + f" {'cold s':>7} {'warm s':>7} {'warm/cold':>9}")
     lines = [head]
     for r in results:
         name = fit(r.label, width)

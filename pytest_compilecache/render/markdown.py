@@ -98,8 +98,8 @@ def title(data: Dict[str, Any], results: Sequence[CheckResult]) -> List[str]:
 
 
 def table(results: Sequence[CheckResult], passing: bool = True) -> List[str]:
-    head = "| check | verdict | " + " | ".join(layers.SHORT_MD[n] for n in layers.LAYERS) + \
-        " | cold s | warm s | warm/cold |"
+    head = ("| check | verdict | " + " | ".join(layers.SHORT_MD[n] for n in layers.LAYERS) +
+            " | cold s | warm s | warm/cold |")
     lines = [head, "|" + "---|" * (len(layers.LAYERS) + 5)]
     for r in results:
         if not passing and r.verdict in OK_VERDICTS:

@@ -128,8 +128,8 @@ def write_report_to(path: str, report: Dict[str, Any], since: Optional[str] = No
     with _report_lock(path):
         if since is not None:
             old = _existing(path, said)
-            if isinstance(old, dict) and old.get("schema") == SCHEMA and \
-                    str(old.get("created", "")) >= since:
+            if (isinstance(old, dict) and old.get("schema") == SCHEMA and
+                    str(old.get("created", "")) >= since):
                 clash = _clash(report, old)
                 if clash is None:
                     report = _with_concurrent(report, old)
@@ -175,8 +175,8 @@ def _clash(report: Dict[str, Any], old: Dict[str, Any]) -> Optional[str]:
     """The other writer of `old`, named with why merging would lose a verdict, or None
     when merging loses nothing (one commit, no check in both)."""
     checks = report["checks"]
-    mine = set(checks.ids) if isinstance(checks, Streamed) else \
-        {(c["nodeid"], c.get("via")) for c in checks}
+    mine = (set(checks.ids) if isinstance(checks, Streamed) else
+            {(c["nodeid"], c.get("via")) for c in checks})
     theirs = [c for c in old.get("checks") or [] if isinstance(c, dict)]
     both = sorted({str(c.get("nodeid")) for c in theirs if (c.get("nodeid"), c.get("via")) in mine})
     other_commit = not _same_commit(report.get("commit"), old.get("commit"))
@@ -208,8 +208,8 @@ def _beside(path: str, report: Dict[str, Any]) -> str:
 def _with_concurrent(report: Dict[str, Any], old: Dict[str, Any]) -> Dict[str, Any]:
     """`report` with the checks of `old` (a concurrent session's report) we did not run."""
     checks = report["checks"]
-    mine = set(checks.ids) if isinstance(checks, Streamed) else \
-        {(c["nodeid"], c.get("via")) for c in checks}
+    mine = (set(checks.ids) if isinstance(checks, Streamed) else
+            {(c["nodeid"], c.get("via")) for c in checks})
     theirs = [c for c in old.get("checks", []) if (c.get("nodeid"), c.get("via")) not in mine]
     counts = summarize(theirs)
     report = dict(report, checks=Streamed([], lambda: itertools.chain(theirs, checks)),

@@ -36,8 +36,8 @@ def times_from_report(path: str) -> Dict[str, float]:
     for c in data["checks"]:
         t = c.get("timings") if isinstance(c.get("timings"), dict) else {}
         num = {k: v for k, v in t.items() if isinstance(v, (int, float)) and v > 0}
-        total = sum(v for k, v in num.items() if k.endswith("_process_s")) or \
-            sum(v for k, v in num.items() if k in ("cold_s", "warm_s"))
+        total = (sum(v for k, v in num.items() if k.endswith("_process_s")) or
+                 sum(v for k, v in num.items() if k in ("cold_s", "warm_s")))
         if total:  # every warm-start path of a check runs on the same shard
             out[c["nodeid"]] = out.get(c["nodeid"], 0.0) + float(total)
     return out
