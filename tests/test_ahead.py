@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import pytest
 
@@ -36,6 +36,10 @@ class AtOnce(SessionReplay):
         self.lock = threading.Lock()
         self.running = self.most = 0
         self.lanes: List[int] = []
+        self.narrowed: Optional[int] = None
+
+    def narrow(self, lanes: int) -> None:
+        self.narrowed = lanes
 
     def run(self, argv: Any, env: Any, cwd: str, log_path: Path, timeout: Any,
             lane: int = 0) -> Any:
@@ -83,6 +87,8 @@ def test_recordings_run_side_by_side_and_are_reported_in_order(
     assert [c["nodeid"] for c in report["checks"]] == sorted(r["nodeid"] for r in records)
     # keys-only: two at once, each on an interpreter of its own; a check: one at a time
     assert launcher.most == together, result.stdout.str()[-2000:]
+    # a recording starts one interpreter (ahead.py widens); a check's cold and warm two
+    assert launcher.narrowed == (1 if together == 2 else None)
     if together == 2:
         result.assert_outcomes(passed=3)
         assert {c["verdict"] for c in report["checks"]} == {"recorded"}

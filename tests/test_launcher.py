@@ -322,16 +322,48 @@ def _fork_one_phase(tmp_path: Path, env: Dict[str, str], preload: Sequence[str] 
     """`pytest test_x.py` in `tmp_path` as one phase of a preloaded launcher (closed
     after), which must fork it and see it pass."""
     launcher = PreloadedLauncher(state)
-    launcher.LANES = 1  # one phase: a second interpreter would import torch for nothing
+    launcher.narrow(1)  # one phase: a second interpreter would import torch for nothing
     launcher.preload(preload)
     try:
         got = launcher.run(["-m", "pytest", "-p", "no:cacheprovider", "test_x.py"], env,
                            str(tmp_path), tmp_path / "x.log", 300)
+        assert list(launcher._lanes) == [0]  # one interpreter imported torch
     finally:
         launcher.close()
     assert got.forked and got.fresh_because is None, got
     assert got.returncode == 0, (tmp_path / "x.log").read_text()
     return launcher
+
+
+def test_a_narrowed_launcher_starts_a_lane_a_phase_asks_for_after_all(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recording's session starts one interpreter (narrow: its checks have one phase
+    each); a phase that asks for another lane all the same has it started then, where it
+    would fail on a lane that is not there."""
+    from pytest_compilecache.launch import preloaded
+
+    started = []
+
+    class Started:
+        def __init__(self, env: Dict[str, str], cwd: str, home: Path, i: int, *args: object,
+                     **kwargs: object) -> None:
+            started.append(i)
+            self.env, self.proc = env, None
+
+        def ready(self) -> Dict[str, str]:
+            return {"problem": "no interpreter in this test"}
+
+    monkeypatch.setattr(preloaded, "Lane", Started)
+    launcher = PreloadedLauncher()
+    launcher.narrow(1)
+    launcher.start(dict(os.environ), str(tmp_path))
+    try:
+        assert started == [0]
+        assert launcher._why_fresh(["-m", "pytest"], os.environ, str(tmp_path), 1) \
+            == "no interpreter in this test"
+        assert started == [0, 1]
+    finally:
+        shutil.rmtree(launcher._home or tmp_path / "none", ignore_errors=True)
 
 
 def test_installed_libraries_are_those_of_site_packages(tmp_path: Path) -> None:

@@ -82,6 +82,14 @@ class PreloadedLauncher:
         self._started = (base, cwd, bytecode)
         self._start_lanes()
 
+    def narrow(self, lanes: int) -> None:
+        """Before start(): `lanes` interpreters, not LANES, where a check has fewer phases
+        (a recording of keys: one; ahead.py widens for recordings side by side). Each
+        interpreter imports torch and its compile stack (~5 CPU-s on a 2-core machine);
+        a lane asked for after all starts then (_why_fresh)."""
+        if not self._lanes:
+            self.width = max(1, lanes)
+
     def widen(self, lanes: int, env: Optional[Mapping[str, str]] = None,
               first: int = 0) -> None:
         """An interpreter for each of `lanes` phases that run at once (lane k for the
@@ -157,6 +165,10 @@ class PreloadedLauncher:
         if not hasattr(os, "fork") or not hasattr(os, "wait4") or list(argv[:2]) != ["-m", "pytest"]:
             return "no fork here"
         self.start(env, cwd)
+        with self._lock:  # narrowed (narrow), and a phase asks for a lane not started
+            if lane not in self._lanes:
+                self.width = max(self.width, lane + 1)
+                self._start_lanes()
         server = self._lanes[lane]
         hello = server.ready()
         if hello.get("problem") and (hello.get("extras") or hello.get("stack")):
