@@ -237,7 +237,7 @@ def test_a_phase_with_caching_precompile_on_forks_and_has_it_as_a_restart_does(
     subprocess.run([sys.executable, *argv], env={**on, "VALUES_OUT": str(tmp_path / "fresh")},
                    cwd=tmp_path, check=True, capture_output=True)
     launcher = PreloadedLauncher()
-    launcher.LANES = 1
+    launcher.narrow(1)  # one phase: one interpreter
     launcher.start(env, str(tmp_path))  # the interpreter imports with it off
     try:
         got = launcher.run(argv, {**on, "VALUES_OUT": str(tmp_path / "forked")},
