@@ -156,16 +156,14 @@ def _redo_caching_precompile() -> bool:
 
 def _values_changed(config: Any, name: str) -> bool:
     """Drop what a torch config module keeps computed from its values (its hash, its
-    dicts), as setting one does: context variables (2.8+), a dirty flag before."""
+    dicts), as setting one does (the context variables of the torch versions that have
+    caching precompile); False where they are not there."""
     dirty = getattr(config, "_hash_dirty_var", None)
-    if dirty is not None and hasattr(config, "_mark_get_dict_dirty"):
-        dirty.set(True)
-        config._mark_get_dict_dirty(name)
-        return True
-    if "_is_dirty" in getattr(config, "_bypass_keys", ()):
-        config._is_dirty = True
-        return True
-    return False
+    if dirty is None or not hasattr(config, "_mark_get_dict_dirty"):
+        return False
+    dirty.set(True)
+    config._mark_get_dict_dirty(name)
+    return True
 
 
 # a phase's own variable read at import by a known capture: (variable, file, function)
