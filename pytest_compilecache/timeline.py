@@ -38,6 +38,11 @@ class Timeline:
         for name, at in marks:
             self.mark(prefix + name, at)
 
+    def instants(self) -> Dict[str, float]:
+        """Every instant as wall-clock time, this process's `start` among them: what an
+        xdist worker hands its controller (their starts differ)."""
+        return {"start": self.start, **self.marks}
+
     def to_json(self) -> Dict[str, float]:
         """Seconds since the process started, in order."""
         return {k: round(v - self.start, 3)

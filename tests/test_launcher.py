@@ -15,6 +15,7 @@ from typing import Dict, Optional, Sequence
 import pytest
 
 from conftest import RepoRun, run_repo
+from pytest_compilecache.launch import envspy
 from pytest_compilecache.launch.lane import Lane
 from pytest_compilecache.launch.libraries import installed_libraries
 from pytest_compilecache.launch.preloaded import PreloadedLauncher, differs_at_import
@@ -247,6 +248,41 @@ def test_a_phase_with_caching_precompile_on_forks_and_has_it_as_a_restart_does(
     assert got.forked and got.fresh_because is None, got
     assert got.returncode == 0, (tmp_path / "x.log").read_text()
     assert (tmp_path / "forked").read_text() == (tmp_path / "fresh").read_text()
+
+
+def test_a_config_value_set_under_torch_marks_what_it_computed_as_torch_does() -> None:
+    """Torch keeps a config module's hash and dicts computed; setting a value marks them
+    stale: a dirty flag up to torch 2.11 (every phase on the GPU machine's torch ran fresh
+    while only the context variable of 2.13+ was known), a context variable since."""
+    import contextvars
+    import types
+
+    old = types.SimpleNamespace(_is_dirty=False)
+    assert envspy._values_changed(old, "caching_precompile") and old._is_dirty is True
+    marked: list = []
+    new = types.SimpleNamespace(_hash_dirty_var=contextvars.ContextVar("d", default=False),
+                                _mark_get_dict_dirty=marked.append)
+    assert envspy._values_changed(new, "caching_precompile")
+    assert new._hash_dirty_var.get() is True and marked == ["caching_precompile"]
+    assert not envspy._values_changed(types.SimpleNamespace(), "caching_precompile")
+
+
+def test_a_capture_that_cannot_be_redone_forks_a_phase_with_the_value_it_took(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an import captured from a variable is redone in a phase only where the
+    phase's value differs: a torch whose config this cannot redo still forks the phases
+    that leave the variable as the preloaded import saw it, and vetoes the others."""
+    from pytest_compilecache.launch import forkserver
+
+    monkeypatch.setitem(forkserver.REDO_BY_NAME, "_redo_caching_precompile", lambda: False)
+    preloaded = forkserver.Preloaded()
+    preloaded.redo, preloaded.captured = ["_redo_caching_precompile"], {
+        "_redo_caching_precompile": None}
+    monkeypatch.delenv("TORCH_CACHING_PRECOMPILE", raising=False)
+    assert preloaded.phase_problem() is None
+    monkeypatch.setenv("TORCH_CACHING_PRECOMPILE", "1")
+    assert preloaded.phase_problem() == (
+        "cannot redo what torch's import captured (_redo_caching_precompile)")
 
 
 def test_the_last_sessions_libraries_are_preloaded_at_start_and_bytecode_kept_aside(

@@ -129,6 +129,16 @@ def test_the_ledger_adds_the_workers_results_and_the_checks_without_one(tmp_path
     assert not tmp_path.exists()
 
 
+def test_the_ledger_keeps_each_workers_timeline_numbers_only(tmp_path) -> None:
+    worker = Ledger(str(tmp_path))
+    worker.publish("timeline", {"worker": "gw1", "marks": {"start": 5.0, "collected": 7,
+                                                           "odd": "7", "flag": True}})
+    controller, spool = Ledger(str(tmp_path)), Spool(None)
+    controller.collect(spool)
+    assert controller.timelines == {"gw1": {"start": 5.0, "collected": 7.0}}
+    assert not spool.rows
+
+
 def test_a_spooled_result_removed_under_the_session_is_its_row_and_says_so(tmp_path) -> None:
     spool = Spool(str(tmp_path))
     spool.add(heavy("t.py::test_kept"))

@@ -5,6 +5,7 @@ and, every so often, what each worker is running. Phases are replayed from recor
 records (tests/data/records), in the workers too (their conftest swaps the launcher)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, List
 
@@ -85,9 +86,15 @@ def test_an_xdist_log_says_each_check_start_end_and_what_runs_while_silent(
     and the heartbeat (30 s in a session, a fraction of a second here); each a line of
     its own, after pytest's progress dots (-q) or node ids (-v), with no blank one."""
     monkeypatch.setattr(watch, "HEARTBEAT_S", 0.5)
-    result = _session(pytester, "-n", "2", "--compile-cache-threads=1", verbosity)
+    result = _session(pytester, "-n", "2", "--compile-cache-threads=1", verbosity,
+                      f"--compile-cache-report={pytester.path / 'r.json'}")
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
+    timeline = json.loads((pytester.path / "r.json").read_text())["timeline"]
+    for worker in ("gw0", "gw1"):  # each worker's instants, from the controller's start
+        assert 0 < timeline[f"{worker} start"] < timeline[f"{worker} collected"]
+        assert timeline[f"{worker} collected"] < timeline[f"{worker} sessionfinish"]
+        assert timeline[f"{worker} sessionfinish"] < timeline["report"], timeline
     for case in CASES:
         nodeid = load_record(case)["nodeid"]
         result.stdout.fnmatch_lines([f"compile-cache: [[]gw?[]] started {nodeid}",

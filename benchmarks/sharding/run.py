@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from timings import phase_edges
+
 HERE = pathlib.Path(__file__).parent
 
 
@@ -107,6 +109,10 @@ def main(configs):
         rows.append((cfg, gpus, jobs, wall, busy, verdicts, sched))
         print(f"{cfg}: {wall:.1f} s wall, {busy:.1f} s of check processes, {verdicts}", flush=True)
         print(f"  started: {', '.join(started(data['checks']))}", flush=True)
+        first, last = phase_edges(data)
+        if first is not None:  # the rest of the wall: the session's start and end
+            print(f"  phases from {first:.1f} s to {last:.1f} s of the controller's "
+                  f"{data['timeline']['report']:.1f} s", flush=True)
     base = next((r[3] for r in rows if r[0] == "1x1"), rows[0][3])
     print(f"\n{'config':<8} {'gpus':>4} {'jobs/gpu':>8} {'wall s':>8} {'speed-up':>8} "
           f"{'per gpu':>8} {'check-process s':>15}  verdicts")

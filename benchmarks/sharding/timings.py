@@ -1,17 +1,55 @@
 """Per check of sharding reports: each phase's process seconds, split into start-up
 (interpreter, pytest, import torch), setup (fixtures, model built), compile+run, eager
-reference, record and exit; and the slot each phase had. Shows where wall time went.
+reference, record and exit; and the slot each phase had. Then the session around its
+phases: each xdist worker's start, collection, its preloaded interpreters' imports and
+end, and the first and last phase, in seconds since the controller started (the
+report's `timeline`). Shows where wall time went.
 
     python benchmarks/sharding/timings.py $OUT/sharding-1x1.json $OUT/sharding-2x1.json
 """
 import json
 import sys
+from datetime import datetime
 
 STAGES = ("startup", "setup", "compile", "eager", "record", "exit")
 
 
 def _cell(v):
     return f"{v:>7.1f}" if isinstance(v, (int, float)) else f"{'-':>7}"
+
+
+WORKER_MARKS = ("start", "collected", "cold asked", "sessionfinish")
+
+
+def phase_edges(data):
+    """The first phase's start and the last one's end, in the timeline's seconds (the
+    leases are wall-clock; the report was created at the timeline's `report`)."""
+    timeline = data.get("timeline") or {}
+    if "report" not in timeline or not data.get("created"):
+        return None, None
+    zero = datetime.fromisoformat(data["created"]).timestamp() - timeline["report"]
+    leases = [le for c in data["checks"] for le in c.get("leases") or []]
+    if not leases:
+        return None, None
+    return (min(le["acquired"] for le in leases) - zero,
+            max(le["released"] for le in leases) - zero)
+
+
+def print_session(data):
+    """The session around its phases: each worker's instants, then the phases' edges."""
+    timeline = data.get("timeline") or {}
+    workers = sorted({k.split()[0] for k in timeline if k.startswith("gw")})
+    head = " ".join(f"{m:>13}" for m in WORKER_MARKS + ("lanes ready",))
+    print(f"  {'worker':<8} {head}")
+    for w in workers:
+        ready = [v for k, v in timeline.items()
+                 if k.startswith(f"{w} lane") and k.endswith(("preload done", " stack"))]
+        cells = [timeline.get(f"{w} {m}") for m in WORKER_MARKS] + [max(ready, default=None)]
+        print(f"  {w:<8} " + " ".join(f"{_cell(v):>13}" for v in cells))
+    first, last = phase_edges(data)
+    if first is not None:
+        print(f"  first phase started {first:.1f} s, last ended {last:.1f} s, "
+              f"report {timeline['report']:.1f} s (seconds since the controller started)")
 
 
 def main(paths):
@@ -34,6 +72,7 @@ def main(paths):
                 print(f"  {name[-24:]:<24} {phase:<5} {_cell(t[f'{phase}_process_s'])} {cells}  "
                       f"{slots.get(phase, '-'):<5} {c['verdict']}")
                 name = ""
+        print_session(data)
 
 
 if __name__ == "__main__":

@@ -54,10 +54,11 @@ class Ledger:
         self.collected: Set[str] = set()
         self.failed: Dict[str, str] = {}  # node id -> longrepr of a failed test report
         self.manifests: Set[str] = set()  # the key manifests the workers wrote
+        self.timelines: Dict[str, Dict[str, float]] = {}  # worker id -> its instants
 
     def publish(self, kind: str, data: Dict[str, Any]) -> None:
         """A worker's record: the checks it `collected`, a check `started`, a `result`,
-        or a key `manifest` it wrote.
+        a key `manifest` it wrote, or its `timeline` at the end.
         A refused write fails the worker's test with a line the controller's account
         quotes (the disk, not a crash)."""
         if self.results_dir:
@@ -91,6 +92,8 @@ class Ledger:
                     self.collected.update(data["nodeids"])
                 elif f.name.startswith("manifest-"):  # the controller's summary names it
                     self.manifests.add(str(data["path"]))
+                elif f.name.startswith("timeline-"):
+                    self._add_timeline(data)
                 else:
                     r = CheckResult.from_json(data)
                     del data
@@ -99,6 +102,12 @@ class Ledger:
                         have.add((r.nodeid, r.via))
             except (OSError, ValueError, TypeError, KeyError):
                 continue
+
+    def _add_timeline(self, data: Dict[str, Any]) -> None:
+        """A worker's instants (the report's timeline), numbers only."""
+        marks = {str(k): float(v) for k, v in data["marks"].items()
+                 if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        self.timelines[str(data["worker"])[:32]] = marks
 
     def close(self) -> None:
         """The session has written its report: the directory goes."""

@@ -23,7 +23,7 @@ from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.limits import LATER_FACTOR, LATER_FLOOR_S
 from pytest_compilecache.controller.keyhistory import KeyHistory
 from pytest_compilecache.controller.order import known_times, load_scheduling
-from pytest_compilecache.controller.ledger import Ledger
+from pytest_compilecache.controller.ledger import Ledger, Unpublished
 from pytest_compilecache.controller.progress import Progress
 from pytest_compilecache.controller.spool import Spool
 from pytest_compilecache.controller.variants import SHARED_DIR_ENV
@@ -323,6 +323,8 @@ class CompileCacheSession:
         if described is not None:
             data["baseline"] = described
         self.timeline.mark("report")
+        for worker, instants in sorted(self.ledger.timelines.items()):
+            self.timeline.add(instants.items(), prefix=f"{worker} ")
         data["timeline"] = self.timeline.to_json()
         return data
 
@@ -342,8 +344,9 @@ class CompileCacheSession:
             remove_owned(self.owned_pch_dir)  # its owner record last: `clean` knows it
             os.environ.pop(PCH_DIR_ENV, None)
         self.history.close()
-        if not self.role.reports:
-            return  # an xdist worker: the controller reports
+        if not self.role.reports:  # an xdist worker: the controller reports
+            self._publish_timeline()
+            return
         try:  # the results dir (every spooled result) goes whatever happens here
             self.ledger.collect(self.spool)
             if self.owned_lock_dir:
@@ -371,6 +374,16 @@ class CompileCacheSession:
 
             for scenario in scenarios.switched_on(self.settings, self.scenarios):
                 scenario.close(self)  # what its checks shared (scenarios/base.py)
+
+    def _publish_timeline(self) -> None:
+        """A worker's instants go to the report's timeline: where a sharded session's
+        wall goes outside its phases (its start, collection, its interpreters' imports)."""
+        worker = (getattr(self.config, "workerinput", None) or {}).get("workerid", "worker")
+        try:
+            self.ledger.publish("timeline", {"worker": worker,
+                                             "marks": self.timeline.instants()})
+        except Unpublished:
+            pass  # a view for speed work: the disk's refusal is said by the results
 
     def _write_report(self, exitstatus: int) -> None:
         if not self.settings.report:

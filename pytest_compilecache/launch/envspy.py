@@ -156,14 +156,21 @@ def _redo_caching_precompile() -> bool:
 
 def _values_changed(config: Any, name: str) -> bool:
     """Drop what a torch config module keeps computed from its values (its hash, its
-    dicts), as setting one does (the context variables of the torch versions that have
-    caching precompile); False where they are not there."""
+    dicts), as torch's own `_mark_config_dirty` does when one is set: a dirty flag
+    (`_is_dirty`, torch 2.11 and before) or a context variable (2.13+), and the dicts'
+    mark where there is one. False where neither is there."""
+    marked = False
+    if hasattr(config, "_is_dirty"):
+        config._is_dirty = True
+        marked = True
     dirty = getattr(config, "_hash_dirty_var", None)
-    if dirty is None or not hasattr(config, "_mark_get_dict_dirty"):
-        return False
-    dirty.set(True)
-    config._mark_get_dict_dirty(name)
-    return True
+    if dirty is not None:
+        dirty.set(True)
+        marked = True
+    mark_dicts = getattr(config, "_mark_get_dict_dirty", None)
+    if marked and mark_dicts is not None:
+        mark_dicts(name)
+    return marked
 
 
 # a phase's own variable read at import by a known capture: (variable, file, function)
@@ -175,6 +182,8 @@ _REDO = {("TORCHINDUCTOR_CACHE_DIR", "_dynamo/package.py", "<module>"): _redo_dy
 # capture it; known by the module that holds it (module -> what a phase calls to redo it)
 REDO_BY_MODULE = {"torch._inductor.codecache": _redo_header_dir}
 REDO_BY_NAME = {fn.__name__: fn for fn in (*_REDO.values(), *REDO_BY_MODULE.values())}
+# a capture of one variable: nothing to redo where a phase has the value it had at import
+REDO_VARIABLE = {fn.__name__: var for (var, _, _), fn in _REDO.items()}
 
 
 def _reader(key: str) -> Tuple[Optional[Replay], bool, str, str]:

@@ -53,7 +53,8 @@ from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 from pytest_compilecache.launch.cudaprobe import CudaAsked, nvml_cuda_available
 from pytest_compilecache.launch.becoming import become_phase
 from pytest_compilecache.launch.descendants import end_below, subreaper
-from pytest_compilecache.launch.envspy import REDO_BY_MODULE, REDO_BY_NAME, EnvSpy, Replay
+from pytest_compilecache.launch.envspy import (REDO_BY_MODULE, REDO_BY_NAME, REDO_VARIABLE,
+                                              EnvSpy, Replay)
 from pytest_compilecache.launch.state import finds_bytecode
 from pytest_compilecache.owndeps import plugin_only_modules
 from pytest_compilecache.timeline import process_start
@@ -69,6 +70,7 @@ class Preloaded:
         self.extras: List[str] = []
         self.failed: List[str] = []
         self.redo: List[str] = []  # import-time captures each phase redoes (_REDO)
+        self.captured: Dict[str, Optional[str]] = {}  # a redo -> its variable at import
         self.copies: List[Dict[str, str]] = []  # where an import copied the whole environment
         self.stack: List[str] = []  # the compile stack's modules, once imported
         self.cuda = CudaAsked()
@@ -156,6 +158,9 @@ class Preloaded:
             got = self.entries.setdefault(id(replay[0]), ([], replay))
             got[0].extend(k for k in keys if k not in got[0])
         self.redo += [r for r in spy.redo if r not in self.redo]
+        for r in spy.redo:
+            if r in REDO_VARIABLE:
+                self.captured.setdefault(r, real.get(REDO_VARIABLE[r]))
         self.redo += [redo.__name__ for module, redo in REDO_BY_MODULE.items()
                       if module in sys.modules and redo.__name__ not in self.redo]
         self.copies += [c for c in spy.copies if c not in self.copies]
@@ -171,10 +176,17 @@ class Preloaded:
                 "copies": self.copies,
                 "cuda_asked": self.cuda.answer, "marks": self.marks}
 
+    def _as_imported(self, redo: str) -> bool:
+        """The variable a capture took has the same value in this phase as at import."""
+        var = REDO_VARIABLE.get(redo)
+        return redo in self.captured and os.environ.get(var or "") == self.captured[redo]
+
     def phase_problem(self) -> Optional[str]:
         """In a forked phase, its environment in place: redo what the imports captured
         from it; None, or why this phase is not as fresh as a restart after all."""
         for name in self.redo:
+            if self._as_imported(name):
+                continue  # the phase's value is the one the import took
             if not REDO_BY_NAME[name]():
                 return f"cannot redo what torch's import captured ({name})"
         if self.cuda.answer is not None:
