@@ -57,16 +57,30 @@ def schedule(durations, slots):
     return max(ends)
 
 
+def floor(workers):
+    """Seconds plain pytest-xdist takes, without the plugin, to start `workers` workers,
+    collect this benchmark's module in each and exit (every test deselected: xdist
+    ignores -n with --collect-only): what any session of it pays before a check runs."""
+    argv = [sys.executable, "-m", "pytest", str(HERE), "-p", "no:cacheprovider",
+            "-p", "no:compilecache", "-q", "-k", "not test_model", "-n", str(workers)]
+    start = time.perf_counter()
+    subprocess.run(argv, capture_output=True)
+    return time.perf_counter() - start
+
+
 def print_limits(rows):
     """Each configuration against its limits: wall / the longest-first schedule of its
-    own check processes (beside the per-GPU speed-up, never alone), and for K jobs per
-    GPU the check processes' seconds against the same GPUs with one job each."""
+    own check processes (beside the per-GPU speed-up, never alone; and less plain
+    pytest-xdist's start and collection), and for K jobs per GPU the check processes'
+    seconds against the same GPUs with one job each."""
     print(f"\nagainst the limits: wall / longest-first schedule of its check processes "
           f"(limit {SCHEDULE_LIMIT}); check-process s / same GPUs x1 (limit {SLOWDOWN_LIMIT})")
-    one = {gpus: busy for _, gpus, jobs, _, busy, _, _ in rows if jobs == 1}
-    for cfg, gpus, jobs, wall, busy, _, sched in rows:
+    one = {gpus: busy for _, gpus, jobs, _, busy, _, _, _ in rows if jobs == 1}
+    for cfg, gpus, jobs, wall, busy, _, sched, plain in rows:
         line = (f"{cfg:<8} wall {wall:.1f} s / schedule {sched:.1f} s = {wall / sched:.2f}"
-                + (" over" if wall / sched > SCHEDULE_LIMIT else ""))
+                + (" over" if wall / sched > SCHEDULE_LIMIT else "")
+                + f" (less plain xdist's start and collection, {plain:.1f} s: "
+                  f"{(wall - plain) / sched:.2f})")
         if jobs > 1 and one.get(gpus):
             slow = busy / one[gpus]
             line += (f"; processes {busy:.1f} s / {gpus}x1's {one[gpus]:.1f} s = {slow:.2f}"
@@ -96,6 +110,7 @@ def main(configs):
                 f"--compile-cache-store={out / 'sharding-store'}"]
         if other:
             argv.append("--compile-cache-warm-on-other-gpu")
+        plain = floor(gpus * jobs)
         start = time.perf_counter()
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - start
@@ -106,7 +121,7 @@ def main(configs):
         verdicts = {}
         for c in data["checks"]:
             verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
-        rows.append((cfg, gpus, jobs, wall, busy, verdicts, sched))
+        rows.append((cfg, gpus, jobs, wall, busy, verdicts, sched, plain))
         print(f"{cfg}: {wall:.1f} s wall, {busy:.1f} s of check processes, {verdicts}", flush=True)
         print(f"  started: {', '.join(started(data['checks']))}", flush=True)
         first, last = phase_edges(data)
@@ -116,7 +131,7 @@ def main(configs):
     base = next((r[3] for r in rows if r[0] == "1x1"), rows[0][3])
     print(f"\n{'config':<8} {'gpus':>4} {'jobs/gpu':>8} {'wall s':>8} {'speed-up':>8} "
           f"{'per gpu':>8} {'check-process s':>15}  verdicts")
-    for cfg, gpus, jobs, wall, busy, verdicts, _ in rows:
+    for cfg, gpus, jobs, wall, busy, verdicts, *_ in rows:
         speed = base / wall
         print(f"{cfg:<8} {gpus:>4} {jobs:>8} {wall:>8.1f} {speed:>8.2f} {speed / gpus:>8.2f} "
               f"{busy:>15.1f}  {verdicts}")
