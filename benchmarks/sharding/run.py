@@ -41,6 +41,17 @@ SCHEDULE_LIMIT = 1.1  # issue 54: a session at most 1.1x its own processes' sche
 SLOWDOWN_LIMIT = 1.2  # and K jobs on a GPU slow its check processes by under 20%
 
 
+def launches(checks):
+    """How the phases started: forked from a preloaded interpreter or fresh, with the
+    first reason a phase gave for starting fresh (the report's notes): a session whose
+    phases all start fresh pays a whole interpreter's start-up per phase."""
+    kinds = [k for c in checks for k in (c.get("launch") or {}).values()]
+    why = next((n for c in checks for n in c.get("notes") or []
+                if "ran in a fresh interpreter" in n), None)
+    return (f"{kinds.count('forked')} of {len(kinds)} phases forked"
+            + (f"; {why}" if why else ""))
+
+
 def check_seconds(checks):
     """Each check's process seconds, its phases one after another (cold, warm, ...)."""
     return [sum(v for k, v in (c.get("timings") or {}).items()
@@ -124,6 +135,7 @@ def main(configs):
         rows.append((cfg, gpus, jobs, wall, busy, verdicts, sched, plain))
         print(f"{cfg}: {wall:.1f} s wall, {busy:.1f} s of check processes, {verdicts}", flush=True)
         print(f"  started: {', '.join(started(data['checks']))}", flush=True)
+        print(f"  {launches(data['checks'])}", flush=True)
         first, last = phase_edges(data)
         if first is not None:  # the rest of the wall: the session's start and end
             print(f"  phases from {first:.1f} s to {last:.1f} s of the controller's "
