@@ -252,7 +252,7 @@ def test_a_phase_with_caching_precompile_on_forks_and_has_it_as_a_restart_does(
 
 def test_a_config_value_set_under_torch_marks_what_it_computed_as_torch_does() -> None:
     """Torch keeps a config module's hash and dicts computed; setting a value marks them
-    stale: a dirty flag up to torch 2.11 (every phase on the GPU machine's torch ran fresh
+    stale: a dirty flag up to torch 2.12 (every phase on the GPU machine's 2.11 ran fresh
     while only the context variable of 2.13+ was known), a context variable since."""
     import contextvars
     import types
@@ -265,6 +265,27 @@ def test_a_config_value_set_under_torch_marks_what_it_computed_as_torch_does() -
     assert envspy._values_changed(new, "caching_precompile")
     assert new._hash_dirty_var.get() is True and marked == ["caching_precompile"]
     assert not envspy._values_changed(types.SimpleNamespace(), "caching_precompile")
+
+
+def test_the_preloaded_import_keeps_the_value_a_capture_took(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module run as torch._dynamo.config is (its file's name and the module's own
+    code) that reads TORCH_CACHING_PRECOMPILE: the capture is known, and the value it
+    took is kept for the phases."""
+    from pytest_compilecache.launch import forkserver
+
+    pkg = tmp_path / "fakedynamo" / "_dynamo"
+    pkg.mkdir(parents=True)
+    (pkg.parent / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "config.py").write_text(
+        "import os\nswitch = os.environ.get('TORCH_CACHING_PRECOMPILE', '0') == '1'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TORCH_CACHING_PRECOMPILE", "0")
+    preloaded = forkserver.Preloaded()
+    preloaded._watching(lambda: __import__("fakedynamo._dynamo.config"))
+    assert "_redo_caching_precompile" in preloaded.redo
+    assert preloaded.captured == {"_redo_caching_precompile": "0"}
 
 
 def test_a_capture_that_cannot_be_redone_forks_a_phase_with_the_value_it_took(

@@ -23,14 +23,14 @@ WORKER_MARKS = ("start", "collected", "cold asked", "sessionfinish")
 
 def phase_edges(data):
     """The first phase's start and the last one's end, in the timeline's seconds (the
-    leases are wall-clock; the report was created at the timeline's `report`)."""
+    leases are wall-clock; the timeline's `created` is the report's `created`, an older
+    report's `report` a little after it)."""
     timeline = data.get("timeline") or {}
-    if "report" not in timeline or not data.get("created"):
-        return None, None
-    zero = datetime.fromisoformat(data["created"]).timestamp() - timeline["report"]
+    at = timeline.get("created", timeline.get("report"))
     leases = [le for c in data["checks"] for le in c.get("leases") or []]
-    if not leases:
+    if at is None or not data.get("created") or not leases:
         return None, None
+    zero = datetime.fromisoformat(data["created"]).timestamp() - at
     return (min(le["acquired"] for le in leases) - zero,
             max(le["released"] for le in leases) - zero)
 
@@ -38,7 +38,8 @@ def phase_edges(data):
 def print_session(data):
     """The session around its phases: each worker's instants, then the phases' edges."""
     timeline = data.get("timeline") or {}
-    workers = sorted({k.split()[0] for k in timeline if k.startswith("gw")})
+    workers = sorted({k.split()[0] for k in timeline if k.startswith("gw")},
+                     key=lambda w: int(w[2:]) if w[2:].isdigit() else 0)
     head = " ".join(f"{m:>13}" for m in WORKER_MARKS + ("lanes ready",))
     print(f"  {'worker':<8} {head}")
     for w in workers:

@@ -105,7 +105,8 @@ class Ledger:
 
     def _add_timeline(self, data: Dict[str, Any]) -> None:
         """A worker's instants (the report's timeline), numbers only."""
-        marks = {str(k): float(v) for k, v in data["marks"].items()
+        got = data["marks"]
+        marks = {str(k): float(v) for k, v in (got.items() if isinstance(got, dict) else ())
                  if isinstance(v, (int, float)) and not isinstance(v, bool)}
         self.timelines[str(data["worker"])[:32]] = marks
 

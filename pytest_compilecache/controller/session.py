@@ -310,6 +310,7 @@ class CompileCacheSession:
                            "store": str(self.store_path) if self.store_path else None},
             __version__, commit=self.history.commit(),
             checks=report.Streamed(self.spool.ids(), self.spool.checks))
+        self.timeline.mark("created", report.created_at(data))  # the report's `created`
         data.update(no_checks=self.no_checks, baseline_gone=self.gone, exitstatus=int(exitstatus),
                     interrupted=self.interrupted, rootdir=str(self.config.rootpath),
                     writer=report.writer(self.history.commit(), self.started))

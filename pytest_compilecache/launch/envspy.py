@@ -157,7 +157,7 @@ def _redo_caching_precompile() -> bool:
 def _values_changed(config: Any, name: str) -> bool:
     """Drop what a torch config module keeps computed from its values (its hash, its
     dicts), as torch's own `_mark_config_dirty` does when one is set: a dirty flag
-    (`_is_dirty`, torch 2.11 and before) or a context variable (2.13+), and the dicts'
+    (`_is_dirty`, torch 2.12 and before) or a context variable (2.13+), and the dicts'
     mark where there is one. False where neither is there."""
     marked = False
     if hasattr(config, "_is_dirty"):

@@ -70,7 +70,9 @@ class Preloaded:
         self.extras: List[str] = []
         self.failed: List[str] = []
         self.redo: List[str] = []  # import-time captures each phase redoes (_REDO)
-        self.captured: Dict[str, Optional[str]] = {}  # a redo -> its variable at import
+        # a redo -> its variable once the imports were done (torch writes back what it
+        # resolved: the inductor cache dir), as a phase's value that needs no redo
+        self.captured: Dict[str, Optional[str]] = {}
         self.copies: List[Dict[str, str]] = []  # where an import copied the whole environment
         self.stack: List[str] = []  # the compile stack's modules, once imported
         self.cuda = CudaAsked()
@@ -178,8 +180,7 @@ class Preloaded:
 
     def _as_imported(self, redo: str) -> bool:
         """The variable a capture took has the same value in this phase as at import."""
-        var = REDO_VARIABLE.get(redo)
-        return redo in self.captured and os.environ.get(var or "") == self.captured[redo]
+        return redo in self.captured and os.environ.get(REDO_VARIABLE[redo]) == self.captured[redo]
 
     def phase_problem(self) -> Optional[str]:
         """In a forked phase, its environment in place: redo what the imports captured

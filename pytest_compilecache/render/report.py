@@ -24,6 +24,15 @@ SCHEMA = "pytest-compilecache/report"
 SCHEMA_VERSION = 4
 
 
+def created_at(data: Dict[str, Any]) -> Optional[float]:
+    """The report's `created` as wall-clock time (its timeline places the leases' times
+    by it); None where it is not a time."""
+    try:
+        return _dt.datetime.fromisoformat(str(data.get("created"))).timestamp()
+    except ValueError:
+        return None
+
+
 def now() -> str:
     """Milliseconds: a session that starts in the same second as another one wrote the
     report must not take that report for a concurrent one and merge it."""
