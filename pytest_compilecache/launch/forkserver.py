@@ -180,7 +180,9 @@ class Preloaded:
 
     def _as_imported(self, redo: str) -> bool:
         """The variable a capture took has the same value in this phase as at import."""
-        return redo in self.captured and os.environ.get(REDO_VARIABLE[redo]) == self.captured[redo]
+        if redo not in self.captured:
+            return False
+        return os.environ.get(REDO_VARIABLE[redo]) == self.captured[redo]
 
     def phase_problem(self) -> Optional[str]:
         """In a forked phase, its environment in place: redo what the imports captured
