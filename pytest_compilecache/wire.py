@@ -275,6 +275,8 @@ class PhaseRecord(Wire):
     rng_trail: List[Dict[str, str]] = field(default_factory=list)
     # the per-process generators (random, numpy) the test drew from (child/replay.py)
     drew: List[str] = field(default_factory=list)
+    # the installed libraries the test imported after the seed: a draw may be theirs
+    imported_after_seed: List[str] = field(default_factory=list)
     # where the eager re-run's random state parted from the compiled run's: {call, generators}
     eager_parted: Dict[str, Any] = field(default_factory=dict)
     artifact: ArtifactRecord = field(default_factory=ArtifactRecord)

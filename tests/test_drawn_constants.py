@@ -12,6 +12,12 @@ dynamic sizes hit both.
 One session, real CPU compiles."""
 from __future__ import annotations
 
+import shutil
+import sysconfig
+import uuid
+from pathlib import Path
+from typing import Iterator
+
 import pytest
 
 from conftest import RepoRun, run_repo
@@ -64,9 +70,35 @@ def test_dynamic_sizes_from_random(compile_cache):
 '''
 
 
+# a library that draws from `random` as it is imported (transformers does), installed
+# for the session and imported lazily in a fixture: on a session's first run the cold
+# phase imports it after the seed, the warm phase's interpreter had it before
+LAZY_TEST = '''
+
+@pytest.fixture
+def lazily_imported():
+    import LIBRARY
+
+    return ModelCase(model=torch.nn.Linear(8, 4), example_inputs=(torch.randn(4, 8),))
+
+
+@pytest.mark.compile_cache
+def test_a_library_draws_as_it_is_imported(lazily_imported):
+    pass
+'''
+
+
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> RepoRun:
-    return run_repo(tmp_path_factory.mktemp("repo_drawn"), {"test_drawn.py": TESTS}, "-v")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RepoRun]:
+    name = f"compilecache_drawing_library_{uuid.uuid4().hex[:8]}"
+    library = Path(sysconfig.get_paths()["purelib"]) / name
+    library.mkdir()
+    try:
+        (library / "__init__.py").write_text("import random\n\nTOKEN = random.random()\n")
+        tests = {"test_drawn.py": TESTS + LAZY_TEST.replace("LIBRARY", name)}
+        yield run_repo(tmp_path_factory.mktemp("repo_drawn"), tests, "-v")
+    finally:
+        shutil.rmtree(library)
 
 
 def _problems(c: dict) -> str:
@@ -90,3 +122,13 @@ def test_drawn_test_data_and_a_self_seeded_draw_hit_the_reseeded_restart(run: Re
     c = run.check(name)
     assert c["verdict"] == "pass", _problems(c) + run.out[-3000:]
     assert c["timings"].get("reseeded_process_s"), c["timings"]  # it ran, and hit
+
+
+def test_a_library_that_draws_as_it_is_imported_lazily_runs_no_reseeded_restart(
+        run: RepoRun) -> None:
+    """The cold phase saw the import's draw; the warm one, whose interpreter learned
+    the library from the cold phase, saw none: the test itself draws nothing."""
+    c = run.check("test_a_library_draws_as_it_is_imported")
+    assert c["verdict"] == "pass", _problems(c) + run.out[-3000:]
+    assert c["launch"].get("warm") == "forked", c["launch"]
+    assert "reseeded_process_s" not in c["timings"], c["timings"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from pytest_compilecache.judge.reseeded import judge_reseeded, unjudged
+from pytest_compilecache.judge.reseeded import drew_in_the_test, judge_reseeded, unjudged
 from pytest_compilecache.model import CheckResult, LayerVerdict
 from pytest_compilecache.wire import PhaseRecord
 
@@ -59,3 +59,19 @@ def test_a_reseeded_phase_that_failed_is_said_never_a_verdict() -> None:
                          error="Traceback\n  ...\nAssertionError: n == 42\n")
     text = unjudged("reseeded", failed)
     assert "was not judged" in text and text.endswith("AssertionError: n == 42")
+
+
+def _phase(drew: List[str], imported: List[str]) -> PhaseRecord:
+    return PhaseRecord.from_json({"phase": "p", "drew": drew, "imported_after_seed": imported})
+
+
+def test_a_draw_beside_a_lazy_import_is_the_tests_only_where_a_clean_phase_drew_too() -> None:
+    # a session's first run: the cold phase imported transformers after the seed and saw
+    # its import draw; the warm phase's interpreter had it already and saw no draw
+    cold = _phase(["random"], ["transformers"])
+    assert not drew_in_the_test([cold, _phase([], [])])
+    assert drew_in_the_test([cold, _phase(["random"], [])])  # the test draws itself
+    # no phase without a lazy import (a fresh launcher): any draw counts
+    assert drew_in_the_test([cold, _phase([], ["transformers"])])
+    assert drew_in_the_test([_phase(["numpy"], [])])
+    assert not drew_in_the_test([_phase([], ["transformers"]), _phase([], [])])

@@ -14,7 +14,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set
 
 import pytest
 
@@ -83,6 +83,7 @@ class ChildPlugin:
         self._imports_out = os.environ.pop(IMPORTS_OUT_ENV, None)
         self._modules_before = set(sys.modules)
         self._seeded: Optional[replay.State] = None  # the generators as seeded for the test
+        self._modules_at_seed: Set[str] = set()  # what was imported when they were seeded
 
     def mark(self, stage: str) -> None:
         self.marks.setdefault(stage, time.time())
@@ -143,6 +144,7 @@ class ChildPlugin:
         if item.nodeid == self.spec["nodeid"]:
             replay.seed_all(int(self.spec.get("seed", 0)), self.spec.get("python_seed"))
             self._seeded = replay.capture()
+            self._modules_at_seed = set(sys.modules)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: List[pytest.Item]) -> None:
@@ -203,8 +205,18 @@ class ChildPlugin:
             self.mark("workload_end")
             if self._seeded is not None:  # the reseeded restart's cue (`replay`)
                 self.result["drew"] = replay.moved(self._seeded)
+                self.result["imported_after_seed"] = self._imported_after_seed()
             self.observer.stop()
             self.check_confined("after the workload")
+
+    def _imported_after_seed(self) -> List[str]:
+        """The installed libraries the test imported after the seed (lazily, in a
+        fixture or the body): a draw seen here may be their import's, not the test's
+        (judge/reseeded.drew_in_the_test)."""
+        from pytest_compilecache.launch.libraries import installed_modules
+
+        new = installed_modules(sys.modules, self._modules_at_seed)
+        return sorted({name.split(".")[0] for name in new})
 
     def random_tensors(self, run: Callable[[int], wl.Outputs], eager: wl.Outputs
                        ) -> List[Dict[str, Any]]:

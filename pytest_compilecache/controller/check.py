@@ -26,7 +26,7 @@ from pytest_compilecache.history import manifest as mf, trend
 from pytest_compilecache.isolation import (CacheRoot, phase_env, private_settings,
                                            resolve_job_id, share_precompiled_headers)
 from pytest_compilecache.judge import accepted, confinement
-from pytest_compilecache.judge.reseeded import unjudged
+from pytest_compilecache.judge.reseeded import drew_in_the_test, unjudged
 from pytest_compilecache.model import OK_VERDICTS, CheckResult, error_result
 from pytest_compilecache.wire import WIRE_VERSION, PhaseRecord, PhaseSpec
 from pytest_compilecache.settings import Settings
@@ -229,8 +229,8 @@ class CheckRun:
         return extra
 
     def _drew(self) -> bool:
-        """An earlier phase saw the test draw from Python's random or numpy's generator."""
-        return any(rec.drew for rec in self.recs.values())
+        """The earlier phases saw the test draw from Python's random or numpy's generator."""
+        return drew_in_the_test(self.recs.values())
 
     # -- what the session keeps of it ------------------------------------------------------
     @staticmethod

@@ -12,7 +12,7 @@ test draws too: a note, not a verdict on the model. Pure: reads typed phase reco
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from pytest_compilecache.layers import keys
 from pytest_compilecache.model import CheckResult
@@ -25,6 +25,18 @@ KEYED = ("fx_graph", "aot_autograd")
 INPUTS = "example_inputs"
 FIX = ("draw it from a generator seeded in code (random.Random(seed)), or pass it in as "
        "a tensor (a buffer), which the graph reads instead of baking in")
+
+
+def drew_in_the_test(recs: Iterable[PhaseRecord]) -> bool:
+    """Whether the test drew from Python's `random` or numpy's generator: the cue for
+    the reseeded restart. A library imported after the seed (in a fixture, on a session's
+    first run, before the preloaded interpreters learned it) may draw as it imports:
+    transformers did, and BERT's session paid a reseeded phase of 4.6 s for it. Where a
+    phase imported no library after its seed (its interpreter had them already), its
+    draws are the test's alone, and those phases decide; else every phase does."""
+    recs = list(recs)
+    clean = [r for r in recs if not r.imported_after_seed]
+    return any(r.drew for r in (clean or recs))
 
 
 def judge_reseeded(res: CheckResult, cold: PhaseRecord, reseeded: PhaseRecord) -> None:
