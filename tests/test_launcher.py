@@ -656,6 +656,16 @@ def test_a_lane_closed_while_a_phase_waits_on_it_ends_the_wait(tmp_path: Path) -
     lane.proc.stdin.close()
 
 
+def test_a_lane_busy_with_a_preload_is_closed_without_a_wait(tmp_path: Path) -> None:
+    """At a session's end a lane is often still importing what the last phase asked it
+    to preload: it is killed at once, not given a second to notice its closed stdin."""
+    lane = _lane_saying(tmp_path, "import time; time.sleep(60)")  # importing, as it were
+    t0 = time.perf_counter()
+    lane.close()
+    assert time.perf_counter() - t0 < 0.5 and lane.proc.returncode is not None
+    lane.proc.stdin.close()
+
+
 def test_a_message_written_before_the_lane_closed_is_still_read(tmp_path: Path) -> None:
     """A phase's exit status written just before the session closed the lane: read, not
     taken for a dead interpreter (which would send every later phase fresh)."""

@@ -5,6 +5,7 @@ phase; a lane serves one at a time, and another phase's thread may send it a pre
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -196,15 +197,14 @@ class Lane:
             return "(no log)"
 
     def close(self) -> None:
-        """It exits when its stdin closes; one busy importing a preload is killed (it
-        holds nothing to save)."""
+        """Killed: it compiled nothing and holds nothing to save. Not waited for: at a
+        session's end one is often still importing what the last phase asked it to
+        preload (the model's library, learned on a first run), and the second the
+        session waited for it to notice its closed stdin was BERT's (an H200)."""
         self.gone = True  # a thread still waiting on its pipe stops (`_read`)
-        try:
+        with contextlib.suppress(OSError):
             if self.proc.stdin:
                 self.proc.stdin.close()
-            self.proc.wait(timeout=1)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
         kill_below(self.proc.pid)  # what an interrupted phase left, in a session of its own
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
