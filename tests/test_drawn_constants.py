@@ -12,6 +12,7 @@ dynamic sizes hit both.
 One session, real CPU compiles."""
 from __future__ import annotations
 
+import os
 import shutil
 import sysconfig
 import uuid
@@ -70,14 +71,15 @@ def test_dynamic_sizes_from_random(compile_cache):
 '''
 
 
+LIBRARY = "compilecache_drawing_library"
 # a library that draws from `random` as it is imported (transformers does), installed
 # for the session and imported lazily in a fixture: on a session's first run the cold
 # phase imports it after the seed, the warm phase's interpreter had it before
-LAZY_TEST = '''
+LAZY_TESTS = '''
 
 @pytest.fixture
 def lazily_imported():
-    import LIBRARY
+    import LIBRARY_1
 
     return ModelCase(model=torch.nn.Linear(8, 4), example_inputs=(torch.randn(4, 8),))
 
@@ -85,20 +87,40 @@ def lazily_imported():
 @pytest.mark.compile_cache
 def test_a_library_draws_as_it_is_imported(lazily_imported):
     pass
+
+
+@pytest.fixture
+def lazily_imported_and_jittered():
+    import LIBRARY_2
+
+    return ModelCase(model=Jittered(), example_inputs=(torch.randn(4, 8),))
+
+
+@pytest.mark.compile_cache
+def test_a_library_draws_as_it_is_imported_and_so_does_the_model(lazily_imported_and_jittered):
+    pass
 '''
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RepoRun]:
-    name = f"compilecache_drawing_library_{uuid.uuid4().hex[:8]}"
-    library = Path(sysconfig.get_paths()["purelib"]) / name
-    library.mkdir()
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    if not os.access(purelib, os.W_OK):
+        pytest.skip(f"{purelib} is not writable: no library can be installed for the test")
+    for stale in purelib.glob(f"{LIBRARY}_*"):  # a killed run's
+        shutil.rmtree(stale, ignore_errors=True)
+    tests, libraries = TESTS + LAZY_TESTS, []
+    for k in (1, 2):  # one per check, so that the second is not yet learned either
+        libraries.append(purelib / f"{LIBRARY}_{uuid.uuid4().hex[:8]}")
+        tests = tests.replace(f"LIBRARY_{k}", libraries[-1].name)
     try:
-        (library / "__init__.py").write_text("import random\n\nTOKEN = random.random()\n")
-        tests = {"test_drawn.py": TESTS + LAZY_TEST.replace("LIBRARY", name)}
-        yield run_repo(tmp_path_factory.mktemp("repo_drawn"), tests, "-v")
+        for library in libraries:
+            library.mkdir()
+            (library / "__init__.py").write_text("import random\n\nTOKEN = random.random()\n")
+        yield run_repo(tmp_path_factory.mktemp("repo_drawn"), {"test_drawn.py": tests}, "-v")
     finally:
-        shutil.rmtree(library)
+        for library in libraries:
+            shutil.rmtree(library, ignore_errors=True)
 
 
 def _problems(c: dict) -> str:
@@ -132,3 +154,12 @@ def test_a_library_that_draws_as_it_is_imported_lazily_runs_no_reseeded_restart(
     assert c["verdict"] == "pass", _problems(c) + run.out[-3000:]
     assert c["launch"].get("warm") == "forked", c["launch"]
     assert "reseeded_process_s" not in c["timings"], c["timings"]
+
+
+def test_a_model_that_draws_beside_a_lazily_imported_library_still_fails(run: RepoRun) -> None:
+    """The warm phase, whose interpreter had the library, saw the model's own draw."""
+    c = run.check("test_a_library_draws_as_it_is_imported_and_so_does_the_model")
+    assert c["verdict"] == "fail", _problems(c) + run.out[-3000:]
+    assert c["timings"].get("reseeded_process_s"), c["timings"]
+    fx = next(p for p in c["problems"] if p.startswith("fx_graph: miss"))
+    assert "gm (graph code differs)" in fx, fx

@@ -215,7 +215,10 @@ class ChildPlugin:
         (judge/reseeded.drew_in_the_test)."""
         from pytest_compilecache.launch.libraries import installed_modules
 
-        new = installed_modules(sys.modules, self._modules_at_seed)
+        try:  # a lazy module's __getattr__ may raise anything: then unknown, never none
+            new = installed_modules(sys.modules, self._modules_at_seed)
+        except Exception:
+            return ["?"]
         return sorted({name.split(".")[0] for name in new})
 
     def random_tensors(self, run: Callable[[int], wl.Outputs], eager: wl.Outputs
