@@ -112,6 +112,17 @@ class PathOptions:
 
 
 @pytest.hookimpl
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """The preloaded interpreters start before a conftest imports torch: pytest loads
+    them last (trylast), and a plugin that sets the environment here (pytest-env) does
+    so first (tryfirst)."""
+    if getattr(early_config.known_args_namespace, "compile_cache_check", False):
+        from pytest_compilecache.controller import early
+
+        early.start(early_config)
+
+
+@pytest.hookimpl
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",

@@ -161,6 +161,9 @@ def test_what_a_fork_can_and_cannot_take_from_the_preloaded_interpreter() -> Non
     copied = [{"where": "fsspec/config.py:33", "module": "fsspec"}]
     assert differs_at_import(server, {**server, "PYTEST_CURRENT_TEST": "t (call)",
                                       "TORCHINDUCTOR_CACHE_DIR": "/check/x"}, {}, {}, copied) is None
+    # the plugin's own variables too (interpreters started before configure set its dirs)
+    assert differs_at_import(server, {**server, "PYTEST_COMPILECACHE_PCH_DIR": "/pch"}, {}, {},
+                             copied) is None
     assert "copied the whole environment" in differs_at_import(
         server, {**server, "OMP_NUM_THREADS": "1"}, {}, {}, copied)  # settable, but copied
     assert differs_at_import(server, {**server, "NOT_READ": "1"}, {}, {}, copied) == \

@@ -106,7 +106,8 @@ class CompileCacheSession:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """The preloaded interpreters import torch while this process collects (not in
-        an xdist controller, which runs no phase)."""
+        an xdist controller, which runs no phase): started here, or kept from their start
+        before the conftests (controller/early.py)."""
         self.timeline.mark("sessionstart")
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and self.role is not Role.WORKER:

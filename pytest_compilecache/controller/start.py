@@ -24,7 +24,10 @@ def start_session(config: pytest.Config, settings: Settings) -> CompileCacheSess
     handed them."""
     from pytest_compilecache import lifetime
 
-    session = CompileCacheSession(config, settings, launcher_for(config, settings))
+    from pytest_compilecache.controller import early
+
+    launcher = early.take(config, launcher_for(config, settings))
+    session = CompileCacheSession(config, settings, launcher)
     lifetime.interrupt_on_sigterm(forward=session.role is not Role.WORKER)
     try:
         return _open_dirs(session, config, settings)

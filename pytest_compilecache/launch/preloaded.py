@@ -33,6 +33,8 @@ from pytest_compilecache.launch.phaselog import (CappedLog, open_log, read_start
 _READ_AT_LOAD = ("OMP_", "KMP_", "GOMP_", "MKL_", "LD_", "MALLOC_", "GLIBC_", "PYTHON")
 # what differs between phases by design: what the plugin sets per check, the GPU, the test
 _PER_PHASE = (*OWNED, "CUDA_VISIBLE_DEVICES", "PYTEST_CURRENT_TEST", PHASE_ENV)
+# the plugin's own variables (its session's dirs, its limits): read by no library
+OWN_PREFIX = "PYTEST_COMPILECACHE_"
 
 
 class PreloadedLauncher:
@@ -67,19 +69,26 @@ class PreloadedLauncher:
         self.closed = False
 
     def start(self, env: Mapping[str, str], cwd: str) -> None:
-        """Start the preloaded interpreters now (they import while pytest collects)."""
+        """Start the preloaded interpreters now (they import while pytest collects).
+        Started already (before the conftests loaded: controller/early.py), they go on
+        where `env` and `cwd` are those they started with, but for the plugin's own
+        variables, which no library reads; else they start again."""
+        if self._started is not None and self._lanes:
+            if _theirs_but_ours(self._started[0], _base(env)) and self._started[1] == cwd:
+                return
+            self._stop_lanes()
+        self._ensure_started(env, cwd)
+
+    def _ensure_started(self, env: Mapping[str, str], cwd: str) -> None:
         if self._lanes or self.off or not hasattr(os, "fork") or not hasattr(os, "wait4"):
             return
         self._home = Path(tempfile.mkdtemp(prefix="pytest-compilecache-lanes-"))
         mark_owner(self._home)  # a killed session's is found by `clean`
-        # no check's own: the job id is read again in each phase (a config entry)
-        base = {k: v for k, v in env.items()
-                if k not in (CHILD_SPEC_ENV, PHASE_ENV) and k not in JOB_ID_ENV}
         bytecode = None
         if self.state is not None:  # the last session's libraries, before collection ends
             self.extras += [m for m in self.state.preloads() if m not in self.extras]
             bytecode = self.state.bytecode_dir()
-        self._started = (base, cwd, bytecode)
+        self._started = (_base(env), cwd, bytecode)
         self._start_lanes()
 
     def narrow(self, lanes: int) -> None:
@@ -164,7 +173,7 @@ class PreloadedLauncher:
                    lane: int) -> Optional[str]:
         if not hasattr(os, "fork") or not hasattr(os, "wait4") or list(argv[:2]) != ["-m", "pytest"]:
             return "no fork here"
-        self.start(env, cwd)
+        self._ensure_started(env, cwd)
         with self._lock:  # narrowed (narrow), and a phase asks for a lane not started
             if lane not in self._lanes:
                 self.width = max(self.width, lane + 1)
@@ -302,12 +311,29 @@ class PreloadedLauncher:
                 "failed") or []}
             kept = self.extras if self.dropped is None else self.needed
             self.state.keep_preloads([m for m in kept if m not in failed])
+        self._stop_lanes()
+
+    def _stop_lanes(self) -> None:
         for server in self._lanes.values():
             server.close()
         self._lanes.clear()
         if self._home is not None:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None
+
+
+def _base(env: Mapping[str, str]) -> Dict[str, str]:
+    """The interpreters' environment: no check's own (the job id is read again in each
+    phase: a config entry)."""
+    return {k: v for k, v in env.items()
+            if k not in (CHILD_SPEC_ENV, PHASE_ENV) and k not in JOB_ID_ENV}
+
+
+def _theirs_but_ours(started: Mapping[str, str], now: Mapping[str, str]) -> bool:
+    """The same environment but for the plugin's own variables (its session's dirs,
+    set at configure after early interpreters started)."""
+    keys = {k for k in set(started) | set(now) if not k.startswith(OWN_PREFIX)}
+    return all(started.get(k) == now.get(k) for k in keys)
 
 
 def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
@@ -328,7 +354,8 @@ def differs_at_import(server: Mapping[str, str], phase: Mapping[str, str],
         settable = k == THREADS_ENV and threads_of(phase.get(k)) is not None
         if k.startswith(_READ_AT_LOAD) and not settable:  # (settable: becoming.set_threads)
             return f"{k} differs from the preloaded interpreter's (read when libraries load)"
-        if copies and k not in _PER_PHASE and k not in JOB_ID_ENV:
+        own = k in _PER_PHASE or k in JOB_ID_ENV or k.startswith(OWN_PREFIX)
+        if copies and not own:
             return (f"{k} differs from the preloaded interpreter's, and {_copier(copies[0])} "
                     f"copied the whole environment ({copies[0].get('where')})")
     return None
