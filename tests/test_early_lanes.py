@@ -5,6 +5,7 @@ its environment is theirs but for the plugin's own variables; a conftest that ch
 the environment has them started again, so that phases still fork as restarts."""
 from __future__ import annotations
 
+import os
 import types
 from pathlib import Path
 from typing import Any
@@ -15,16 +16,6 @@ from conftest import run_repo
 from pytest_compilecache.controller import early
 from pytest_compilecache.launch.preloaded import PreloadedLauncher, _theirs_but_ours
 
-TESTS = '''
-import pytest
-import torch
-
-
-@pytest.mark.compile_cache
-def test_linear(compile_cache):
-    with torch.no_grad():
-        compile_cache.record("y", torch.compile(torch.nn.Linear(8, 4))(torch.randn(4, 8)))
-'''
 
 
 def test_the_environment_is_theirs_but_for_the_plugins_own_variables() -> None:
@@ -39,9 +30,12 @@ class _State:
         self.list_path = Path(where)
 
 
-def _config(launcher: Any) -> Any:
-    config = types.SimpleNamespace(stash=pytest.Stash())
-    config.stash[early._EARLY] = launcher
+def _config(launcher: Any = None, numprocesses: Any = None) -> Any:
+    """A plain controller's config (an xdist controller's with `numprocesses`)."""
+    config = types.SimpleNamespace(stash=pytest.Stash(),
+                                   option=types.SimpleNamespace(numprocesses=numprocesses))
+    if launcher is not None:
+        config.stash[early._EARLY] = (launcher, None)
     return config
 
 
@@ -52,7 +46,10 @@ def test_the_session_takes_the_early_launcher_only_where_it_keeps_the_same_list(
     assert early.take(_config(ran), made) is ran and made.closed and not ran.closed
     ran, made = PreloadedLauncher(_State("/a")), PreloadedLauncher(_State("/b"))  # type: ignore
     assert early.take(_config(ran), made) is made and ran.closed and not made.closed
-    assert early.take(types.SimpleNamespace(stash=pytest.Stash()), made) is made
+    assert early.take(_config(), made) is made
+    # an xdist controller runs no phase (a worker id it inherited started them)
+    ran, made = PreloadedLauncher(_State("/a")), PreloadedLauncher(_State("/a"))  # type: ignore
+    assert early.take(_config(ran, numprocesses=2), made) is made and ran.closed
 
 
 @pytest.mark.parametrize("argv, worker, runs", [
@@ -65,17 +62,53 @@ def test_the_session_takes_the_early_launcher_only_where_it_keeps_the_same_list(
 def test_only_a_process_that_runs_phases_starts_them_early(
         pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch, argv: list,
         worker: bool, runs: bool) -> None:
+    if "-n" in argv and not pytestconfig.pluginmanager.hasplugin("xdist"):
+        pytest.skip("-n is xdist's option")
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     if worker:
         monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+        monkeypatch.setattr(early, "_is_worker", lambda: True)  # not pytest's command
     ns = pytestconfig._parser.parse_known_args(argv)
     assert early._runs_phases(ns) is runs
+
+
+MARKED = '''
+import os
+
+import pytest
+import torch
+
+
+@pytest.mark.compile_cache
+def test_linear(compile_cache):
+    # forked from an interpreter that the session's watchdog finds by its mark
+    with open(f"/proc/{os.getppid()}/environ", "rb") as f:
+        assert b"PYTEST_COMPILECACHE_SESSION=" in f.read()
+    with torch.no_grad():
+        compile_cache.record("y", torch.compile(torch.nn.Linear(8, 4))(torch.randn(4, 8)))
+'''
+
+ONE_CPU = '''
+import os
+
+import pytest
+import torch
+
+
+@pytest.mark.compile_cache
+def test_linear(compile_cache):
+    # the interpreter it forked from imported torch (whose inductor counts its compile
+    # threads from the affinity) on the CPUs a restart would have
+    assert os.sched_getaffinity(os.getppid()) == os.sched_getaffinity(0)
+    with torch.no_grad():
+        compile_cache.record("y", torch.compile(torch.nn.Linear(8, 4))(torch.randn(4, 8)))
+'''
 
 
 @pytest.mark.slow
 def test_a_conftest_that_imports_torch_no_longer_holds_the_interpreters_start(
         tmp_path: Path) -> None:
-    run = run_repo(tmp_path / "repo", {"conftest.py": "import torch\n", "test_m.py": TESTS})
+    run = run_repo(tmp_path / "repo", {"conftest.py": "import torch\n", "test_m.py": MARKED})
     c = run.check("test_linear")
     assert c["verdict"] == "pass", run.out[-3000:]
     timeline = run.report["timeline"]  # type: ignore[index]
@@ -84,11 +117,15 @@ def test_a_conftest_that_imports_torch_no_longer_holds_the_interpreters_start(
 
 
 @pytest.mark.slow
-def test_a_conftest_that_changes_the_environment_has_them_start_again(tmp_path: Path) -> None:
-    """A variable C libraries read as they load, set by the conftest: interpreters that
-    started without it could not fork a phase that has it (it would run fresh)."""
-    conftest = "import os\n\nos.environ['MALLOC_ARENA_MAX'] = '2'\n"
-    run = run_repo(tmp_path / "repo", {"conftest.py": conftest, "test_m.py": TESTS})
+def test_a_conftest_that_changes_the_process_has_them_start_again(tmp_path: Path) -> None:
+    """A variable C libraries read as they load, and the CPU affinity (inductor counts
+    its compile threads from it at import), set by the conftest: interpreters that
+    started without them would fork phases unlike a restart."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: an affinity of one changes nothing")
+    conftest = ("import os\n\nos.environ['MALLOC_ARENA_MAX'] = '2'\n"
+                "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n")
+    run = run_repo(tmp_path / "repo", {"conftest.py": conftest, "test_m.py": ONE_CPU})
     c = run.check("test_linear")
     assert c["verdict"] == "pass", run.out[-3000:]
     assert c["launch"] == {"cold": "forked", "warm": "forked"}, (c["launch"], c["notes"])

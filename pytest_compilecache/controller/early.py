@@ -8,12 +8,14 @@ begin to load, from what the command line and the ini say (pytest has parsed its
 options by then, not the conftests' own). The session takes them at configure where it
 would have made the same launcher (`take`), else they are closed; at sessionstart they
 keep running where the session's environment is the one they started with, but for
-the plugin's own variables (`PreloadedLauncher.start`), else they start again.
+the plugin's own variables, and the process hands its children what it did then
+(`PreloadedLauncher.start`, `process_state`), else they start again.
 """
 from __future__ import annotations
 
 import atexit
 import os
+import sys
 import types
 from typing import Any, Optional
 
@@ -24,66 +26,105 @@ from pytest_compilecache.isolation import CHILD_SPEC_ENV
 _EARLY = pytest.StashKey[Any]()
 
 
+# what only prints or only collects: no phase runs
+_NO_PHASES = ("collectonly", "help", "version", "markers", "showfixtures",
+              "show_fixtures_per_test", "cacheshow")
+
+
 def start(early_config: pytest.Config) -> None:
     """Start them where this process will run phases, if anything is unclear not at
-    all: configure then reads the options again and says what is wrong."""
+    all: configure then reads the options again and says what is wrong. The session's
+    watchdog first (a controller's; a worker's processes carry its controller's mark):
+    what it finds by its mark must include them (lifetime.Watchdog)."""
     ns = early_config.known_args_namespace
     if not _runs_phases(ns):
         return
     try:
-        launcher, env = _launcher_and_env(early_config, ns)
+        launcher, threads = _launcher(early_config, ns)
     except Exception:
         return
     if launcher is None:
         return
-    launcher.start(env, str(early_config.invocation_params.dir))
-    early_config.add_cleanup(launcher.close)  # a usage error at configure
-    atexit.register(launcher.close)  # a conftest that fails to import: no cleanup runs
-    early_config.stash[_EARLY] = launcher
+    from pytest_compilecache import lifetime
+
+    watchdog = None if _is_worker() else lifetime.Watchdog.start()  # its mark: os.environ
+    launcher.start(_env(threads), str(early_config.invocation_params.dir))
+
+    def close() -> None:
+        atexit.unregister(close)
+        launcher.close()
+        if watchdog is not None:
+            watchdog.stop()
+
+    early_config.add_cleanup(close)  # a usage error at configure, or the session's end
+    atexit.register(close)  # a conftest that fails to import: no cleanup runs
+    early_config.stash[_EARLY] = (launcher, watchdog)
 
 
 def take(config: pytest.Config, launcher: Any) -> Any:
     """The launcher the session made (`launcher`), or in its place the one started
-    early where it keeps its state where that one does; the other is closed."""
-    early = config.stash.get(_EARLY, None)
+    early where this process runs phases and keeps its state where that one does; the
+    other is closed."""
+    from pytest_compilecache.controller.role import role_of
+
+    early, _ = config.stash.get(_EARLY, (None, None))
     if early is None:
         return launcher
-    del config.stash[_EARLY]
-    same = type(early) is type(launcher) and _list_path(early) == _list_path(launcher)
+    same = (type(early) is type(launcher) and _list_path(early) == _list_path(launcher)
+            and role_of(config).runs_phases)
     (launcher if same else early).close()
     return early if same else launcher
 
 
+def watchdog(config: pytest.Config) -> Optional[Any]:
+    """The watchdog started before the early interpreters (stopped at the config's
+    cleanup), if any."""
+    return config.stash.get(_EARLY, (None, None))[1]
+
+
 def _runs_phases(ns: Any) -> bool:
     """A check session's controller or xdist worker, not a phase, not an xdist
-    controller, nor a run that only collects or only prints help."""
+    controller, nor a run that only collects or only prints."""
     if os.environ.get(CHILD_SPEC_ENV) or not getattr(ns, "compile_cache_check", False):
         return False
-    worker = bool(os.environ.get("PYTEST_XDIST_WORKER"))
-    if getattr(ns, "numprocesses", None) and not worker:
+    if getattr(ns, "numprocesses", None) and not _is_worker():
         return False
-    return not any(getattr(ns, name, False) for name in ("collectonly", "help", "version"))
+    return not any(getattr(ns, name, False) for name in _NO_PHASES)
 
 
-def _launcher_and_env(early_config: pytest.Config, ns: Any) -> Any:
-    """The launcher `start_session` would make, and the environment sessionstart would
-    start it with, from the options as parsed so far."""
+def _is_worker() -> bool:
+    """An xdist worker: execnet's interpreter, not pytest's command, with its worker id
+    (which an xdist controller run by a worker's test inherits too)."""
+    main = sys.modules.get("__main__")
+    by_pytest = getattr(getattr(main, "__spec__", None), "name", "").startswith("pytest")
+    by_pytest = by_pytest or hasattr(main, "console_main") or hasattr(main, "_console_main")
+    return bool(os.environ.get("PYTEST_XDIST_WORKER")) and not by_pytest
+
+
+def _launcher(early_config: pytest.Config, ns: Any) -> Any:
+    """The launcher `start_session` would make, from the options as parsed so far, and
+    the thread count each phase gets."""
     from pytest_compilecache import paths
     from pytest_compilecache.controller.start import launcher_for
-    from pytest_compilecache.isolation import phase_env
     from pytest_compilecache.settings import Settings
 
     view = _ConfigView(early_config, ns)
     settings = Settings.from_config(view)
     if not settings.check or settings.launcher != "preloaded":
-        return None, None
+        return None, 0
     launcher: Any = launcher_for(view, settings)  # type: ignore[arg-type]
     if all(len(p.phases) == 1 for p in paths.for_settings(settings, paths.registry())):
         launcher.narrow(1)  # a recording (sessionstart narrows the same)
+    return launcher, settings.threads
+
+
+def _env(threads: int) -> Any:
+    """The environment sessionstart starts the interpreters with."""
+    from pytest_compilecache.isolation import phase_env
+
     placeholder = types.SimpleNamespace(inductor=os.devnull, triton=os.devnull,
                                         tmp=os.devnull)
-    return launcher, phase_env(os.environ, placeholder, settings.threads,  # type: ignore[arg-type]
-                               os.devnull)  # type: ignore[arg-type]
+    return phase_env(os.environ, placeholder, threads, os.devnull)  # type: ignore[arg-type]
 
 
 class _ConfigView:

@@ -73,9 +73,12 @@ def _open_dirs(session: CompileCacheSession, config: pytest.Config,
         raise pytest.UsageError("\n".join(found))
     if settings.shard_times:  # a bad report is a usage error here, not in xdist's node setup
         session.check_times()
-    watchdog = lifetime.Watchdog.start()  # before any process of the session starts
-    if watchdog is not None:
-        config.add_cleanup(watchdog.stop)
+    from pytest_compilecache.controller import early
+
+    if early.watchdog(config) is None:  # else started before the early interpreters
+        watchdog = lifetime.Watchdog.start()  # before any process of the session starts
+        if watchdog is not None:
+            config.add_cleanup(watchdog.stop)
     from pytest_compilecache.leftovers import report_what_workers_make, set_aside
 
     config.add_cleanup(report_what_workers_make())

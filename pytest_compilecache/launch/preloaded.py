@@ -23,7 +23,7 @@ from pytest_compilecache.launch.lane import START_TIMEOUT_S, Lane
 from pytest_compilecache.launch.launcher import (LaunchResult, SubprocessLauncher, marked)
 from pytest_compilecache.launch.state import LauncherState
 from pytest_compilecache.leftovers import mark_owner
-from pytest_compilecache.lifetime import PHASE_ENV
+from pytest_compilecache.lifetime import PHASE_ENV, SESSION_ENV
 from pytest_compilecache.owndeps import plugin_only_modules
 from pytest_compilecache.launch.phaselog import (CappedLog, open_log, read_start)
 
@@ -63,6 +63,7 @@ class PreloadedLauncher:
         self.width = self.LANES  # interpreters to start: widen()
         self._lane_env: Dict[int, Dict[str, str]] = {}  # by lane: over the session's (widen)
         self._started: Optional[Tuple[Dict[str, str], str, Optional[Path]]] = None
+        self._started_state: Tuple[Any, ...] = ()  # process_state() as they started
         self._lock = threading.Lock()  # phases may run side by side, a lane each (widen)
         self._in_run: Set[int] = set()  # the threads in run(): their phases, forked or fresh
         self._busy: Dict[int, threading.Lock] = {}  # by lane: held while it serves a phase
@@ -74,7 +75,8 @@ class PreloadedLauncher:
         where `env` and `cwd` are those they started with, but for the plugin's own
         variables, which no library reads; else they start again."""
         if self._started is not None and self._lanes:
-            if _theirs_but_ours(self._started[0], _base(env)) and self._started[1] == cwd:
+            same = _theirs_but_ours(self._started[0], _base(env)) and self._started[1] == cwd
+            if same and self._started_state == process_state():
                 return
             self._stop_lanes()
         self._ensure_started(env, cwd)
@@ -89,6 +91,7 @@ class PreloadedLauncher:
             self.extras += [m for m in self.state.preloads() if m not in self.extras]
             bytecode = self.state.bytecode_dir()
         self._started = (_base(env), cwd, bytecode)
+        self._started_state = process_state()
         self._start_lanes()
 
     def narrow(self, lanes: int) -> None:
@@ -322,6 +325,40 @@ class PreloadedLauncher:
             self._home = None
 
 
+def process_state() -> Tuple[Any, ...]:
+    """What else of this process its interpreters inherit, which an import may read
+    (inductor's config counts its compile threads from the CPU affinity): the
+    affinity, the umask, the resource limits, the ignored signals, the priority. A
+    conftest that changes one has interpreters started before it start again."""
+    affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    try:
+        import resource
+
+        limits = tuple(resource.getrlimit(getattr(resource, name))
+                       for name in sorted(dir(resource)) if name.startswith("RLIMIT_"))
+    except (ImportError, OSError, ValueError):
+        limits = ()
+    ignored = [s for s in signal.valid_signals() if _ignored(s)]
+    priority = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None
+    return (affinity, _umask(), limits, ignored, priority)
+
+
+def _ignored(signum: int) -> bool:
+    try:
+        return signal.getsignal(signum) is signal.SIG_IGN
+    except (OSError, ValueError):
+        return False
+
+
+def _umask() -> Optional[str]:
+    """Read, not set and set back (another thread may be creating a file)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next((line.split()[1] for line in f if line.startswith("Umask:")), None)
+    except OSError:
+        return None
+
+
 def _base(env: Mapping[str, str]) -> Dict[str, str]:
     """The interpreters' environment: no check's own (the job id is read again in each
     phase: a config entry)."""
@@ -331,8 +368,10 @@ def _base(env: Mapping[str, str]) -> Dict[str, str]:
 
 def _theirs_but_ours(started: Mapping[str, str], now: Mapping[str, str]) -> bool:
     """The same environment but for the plugin's own variables (its session's dirs,
-    set at configure after early interpreters started)."""
-    keys = {k for k in set(started) | set(now) if not k.startswith(OWN_PREFIX)}
+    set at configure after early interpreters started); never without the session's
+    mark, by which its watchdog finds what the session started."""
+    keys = {k for k in set(started) | set(now)
+            if not k.startswith(OWN_PREFIX) or k == SESSION_ENV}
     return all(started.get(k) == now.get(k) for k in keys)
 
 
