@@ -175,3 +175,26 @@ def test_a_root_an_xdist_worker_made_is_in_use_while_its_controller_runs(
     (root / leftovers.OWNER_FILE).write_text("999999 1\n999998 2\n")
     leftovers.clean(cache_roots(str(tmp_path)), ROOT_PARTS, 0, False)
     assert not root.exists()
+
+
+def test_a_lock_dir_the_session_made_and_removed_leaves_no_variable(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A pytester session runs in the tests' process: the next one there makes its own
+    lock dir instead of inheriting one that is gone (a usage error naming it)."""
+    import tempfile
+
+    from pytest_compilecache.controller.gpus import (LOCK_DIR_ENV, forget_lock_dir,
+                                                     session_lock_dir)
+    from pytest_compilecache.leftovers import remove_owned
+
+    monkeypatch.delenv(LOCK_DIR_ENV, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    made = session_lock_dir(None)
+    assert os.environ[LOCK_DIR_ENV] == made
+    remove_owned(Path(made))
+    forget_lock_dir(made)
+    assert LOCK_DIR_ENV not in os.environ
+    again = session_lock_dir(None)
+    assert again != made and Path(again).is_dir()
+    remove_owned(Path(again))
+    forget_lock_dir(again)

@@ -48,7 +48,6 @@ def start(early_config: pytest.Config) -> None:
     from pytest_compilecache import lifetime
 
     watchdog = None if _is_worker() else lifetime.Watchdog.start()  # its mark: os.environ
-    launcher.start(_env(threads), str(early_config.invocation_params.dir))
 
     def close() -> None:
         atexit.unregister(close)
@@ -59,6 +58,7 @@ def start(early_config: pytest.Config) -> None:
     early_config.add_cleanup(close)  # a usage error at configure, or the session's end
     atexit.register(close)  # a conftest that fails to import: no cleanup runs
     early_config.stash[_EARLY] = (launcher, watchdog)
+    launcher.start(_env(threads), str(early_config.invocation_params.dir))
 
 
 def take(config: pytest.Config, launcher: Any) -> Any:

@@ -130,6 +130,13 @@ def session_lock_dir(chosen: Optional[str]) -> str:
     return made
 
 
+def forget_lock_dir(made: str) -> None:
+    """The session that made `made` removed it: its variable goes too (a pytester
+    session runs in the tests' process, and the next would inherit a removed dir)."""
+    if os.environ.get(LOCK_DIR_ENV) == made:
+        del os.environ[LOCK_DIR_ENV]
+
+
 @dataclass
 class Lease:
     slot: Slot

@@ -19,6 +19,7 @@ import pytest
 from pytest_compilecache import adopted, paths
 from pytest_compilecache.controller import diskspace
 from pytest_compilecache.controller.fleet import check_run, paths_for
+from pytest_compilecache.controller.gpus import forget_lock_dir
 from pytest_compilecache.controller.item import CheckItem
 from pytest_compilecache.controller.limits import LATER_FACTOR, LATER_FLOOR_S
 from pytest_compilecache.controller.keyhistory import KeyHistory
@@ -353,6 +354,7 @@ class CompileCacheSession:
             self.ledger.collect(self.spool)
             if self.owned_lock_dir:
                 remove_owned(self.owned_lock_dir)
+                forget_lock_dir(self.owned_lock_dir)  # a pytester session runs in process
             self.gone = self.history.gone_checks(self.results, self._collected_files,
                                                   self._deselected)
             if exitstatus == pytest.ExitCode.INTERRUPTED:

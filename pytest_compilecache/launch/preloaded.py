@@ -328,8 +328,9 @@ class PreloadedLauncher:
 def process_state() -> Tuple[Any, ...]:
     """What else of this process its interpreters inherit, which an import may read
     (inductor's config counts its compile threads from the CPU affinity): the
-    affinity, the umask, the resource limits, the ignored signals, the priority. A
-    conftest that changes one has interpreters started before it start again."""
+    affinity, the umask, the resource limits, the ignored and blocked signals, the
+    priority, the OOM score. A conftest that changes one has interpreters started
+    before it start again."""
     affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     try:
         import resource
@@ -339,8 +340,11 @@ def process_state() -> Tuple[Any, ...]:
     except (ImportError, OSError, ValueError):
         limits = ()
     ignored = [s for s in signal.valid_signals() if _ignored(s)]
+    blocked = (sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+               if hasattr(signal, "pthread_sigmask") else None)
     priority = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None
-    return (affinity, _umask(), limits, ignored, priority)
+    return (affinity, _proc_status("Umask:"), limits, ignored, blocked, priority,
+            _proc_status("oom_score_adj"))
 
 
 def _ignored(signum: int) -> bool:
@@ -350,11 +354,15 @@ def _ignored(signum: int) -> bool:
         return False
 
 
-def _umask() -> Optional[str]:
-    """Read, not set and set back (another thread may be creating a file)."""
+def _proc_status(what: str) -> Optional[str]:
+    """A field of /proc/self/status ("Umask:": read, not set and set back, since another
+    thread may be creating a file), or /proc/self/<what>; None where there is none."""
     try:
-        with open("/proc/self/status") as f:
-            return next((line.split()[1] for line in f if line.startswith("Umask:")), None)
+        if what.endswith(":"):
+            with open("/proc/self/status") as f:
+                return next((ln.split()[1] for ln in f if ln.startswith(what)), None)
+        with open(f"/proc/self/{what}") as f:
+            return f.read(64).strip()
     except OSError:
         return None
 
