@@ -64,12 +64,26 @@ def test_only_a_process_that_runs_phases_starts_them_early(
         worker: bool, runs: bool) -> None:
     if "-n" in argv and not pytestconfig.pluginmanager.hasplugin("xdist"):
         pytest.skip("-n is xdist's option")
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    if worker:
-        monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
-        monkeypatch.setattr(early, "_is_worker", lambda: True)  # not pytest's command
     ns = pytestconfig._parser.parse_known_args(argv)
-    assert early._runs_phases(ns) is runs
+    assert early._runs_phases(ns, worker) is runs
+
+
+def test_a_worker_id_inherited_by_pytests_own_command_is_no_worker(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An xdist controller started by a worker's test (`pytest -n 2` in a subprocess)
+    inherits PYTEST_XDIST_WORKER; it is pytest's command, not execnet's interpreter."""
+    import sys
+
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    main = types.ModuleType("__main__")
+    main.__spec__ = types.SimpleNamespace(name="pytest.__main__")  # type: ignore[assignment]
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(sys, "argv", ["pytest", "-n", "2", "--compile-cache-check"])
+    assert not early._is_worker(["-n", "2", "--compile-cache-check"])
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))  # execnet's
+    assert early._is_worker(["-n", "2", "--compile-cache-check"])
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    assert not early._is_worker(["-n", "2", "--compile-cache-check"])
 
 
 MARKED = '''

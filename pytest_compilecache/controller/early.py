@@ -2,8 +2,8 @@
 
 A model repo's conftest usually imports torch. The interpreters used to start at
 `sessionstart`, after it had: on this project's 2-core machine a conftest importing
-torch moved their start from 0.4 s to 1.2-1.6 s, and the first phase waited the longer
-for their imports (torch, then its compile stack). Here they start as the conftests
+torch moved their start to 2.7-3.5 s (0.4-0.5 s here), and the first phase waited the
+longer for their imports (torch, then its compile stack). Here they start as the conftests
 begin to load, from what the command line and the ini say (pytest has parsed its
 options by then, not the conftests' own). The session takes them at configure where it
 would have made the same launcher (`take`), else they are closed; at sessionstart they
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 import types
 from typing import Any, Optional
 
@@ -37,7 +36,8 @@ def start(early_config: pytest.Config) -> None:
     watchdog first (a controller's; a worker's processes carry its controller's mark):
     what it finds by its mark must include them (lifetime.Watchdog)."""
     ns = early_config.known_args_namespace
-    if not _runs_phases(ns):
+    worker = _is_worker(early_config.invocation_params.args)
+    if not _runs_phases(ns, worker):
         return
     try:
         launcher, threads = _launcher(early_config, ns)
@@ -47,7 +47,7 @@ def start(early_config: pytest.Config) -> None:
         return
     from pytest_compilecache import lifetime
 
-    watchdog = None if _is_worker() else lifetime.Watchdog.start()  # its mark: os.environ
+    watchdog = None if worker else lifetime.Watchdog.start()  # its mark: os.environ
 
     def close() -> None:
         atexit.unregister(close)
@@ -82,23 +82,22 @@ def watchdog(config: pytest.Config) -> Optional[Any]:
     return config.stash.get(_EARLY, (None, None))[1]
 
 
-def _runs_phases(ns: Any) -> bool:
+def _runs_phases(ns: Any, worker: bool) -> bool:
     """A check session's controller or xdist worker, not a phase, not an xdist
     controller, nor a run that only collects or only prints."""
     if os.environ.get(CHILD_SPEC_ENV) or not getattr(ns, "compile_cache_check", False):
         return False
-    if getattr(ns, "numprocesses", None) and not _is_worker():
+    if getattr(ns, "numprocesses", None) and not worker:
         return False
     return not any(getattr(ns, name, False) for name in _NO_PHASES)
 
 
-def _is_worker() -> bool:
-    """An xdist worker: execnet's interpreter, not pytest's command, with its worker id
-    (which an xdist controller run by a worker's test inherits too)."""
-    main = sys.modules.get("__main__")
-    by_pytest = getattr(getattr(main, "__spec__", None), "name", "").startswith("pytest")
-    by_pytest = by_pytest or hasattr(main, "console_main") or hasattr(main, "_console_main")
-    return bool(os.environ.get("PYTEST_XDIST_WORKER")) and not by_pytest
+def _is_worker(args: Any) -> bool:
+    """An xdist worker: with its worker id (which an xdist controller run by a worker's
+    test inherits too), and not pytest's command (it is execnet's interpreter)."""
+    from pytest_compilecache.controller.exit import pytest_is_the_program
+
+    return bool(os.environ.get("PYTEST_XDIST_WORKER")) and not pytest_is_the_program(args)
 
 
 def _launcher(early_config: pytest.Config, ns: Any) -> Any:
@@ -113,7 +112,7 @@ def _launcher(early_config: pytest.Config, ns: Any) -> Any:
     if not settings.check or settings.launcher != "preloaded":
         return None, 0
     launcher: Any = launcher_for(view, settings)  # type: ignore[arg-type]
-    if all(len(p.phases) == 1 for p in paths.for_settings(settings, paths.registry())):
+    if paths.one_phase_each(paths.for_settings(settings, paths.registry())):
         launcher.narrow(1)  # a recording (sessionstart narrows the same)
     return launcher, settings.threads
 

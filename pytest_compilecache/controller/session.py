@@ -125,7 +125,7 @@ class CompileCacheSession:
         root = types.SimpleNamespace(inductor=placeholder, triton=placeholder, tmp=placeholder)
         env = phase_env(os.environ, root, self.settings.threads, placeholder)  # type: ignore[arg-type]
         narrow = getattr(self.launcher, "narrow", None)
-        if narrow is not None and all(len(p.phases) == 1 for p in self.warm_start_paths):
+        if narrow is not None and paths.one_phase_each(self.warm_start_paths):
             narrow(1)  # a recording: no check has a phase for a second interpreter
         self.launcher.start(env, str(self.config.invocation_params.dir))
         self.timeline.mark("lanes started")

@@ -343,8 +343,7 @@ def process_state() -> Tuple[Any, ...]:
     blocked = (sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))
                if hasattr(signal, "pthread_sigmask") else None)
     priority = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else None
-    return (affinity, _proc_status("Umask:"), limits, ignored, blocked, priority,
-            _proc_status("oom_score_adj"))
+    return (affinity, _umask(), limits, ignored, blocked, priority, _oom_score_adj())
 
 
 def _ignored(signum: int) -> bool:
@@ -354,14 +353,18 @@ def _ignored(signum: int) -> bool:
         return False
 
 
-def _proc_status(what: str) -> Optional[str]:
-    """A field of /proc/self/status ("Umask:": read, not set and set back, since another
-    thread may be creating a file), or /proc/self/<what>; None where there is none."""
+def _umask() -> Optional[str]:
+    """Read, not set and set back (another thread may be creating a file)."""
     try:
-        if what.endswith(":"):
-            with open("/proc/self/status") as f:
-                return next((ln.split()[1] for ln in f if ln.startswith(what)), None)
-        with open(f"/proc/self/{what}") as f:
+        with open("/proc/self/status") as f:
+            return next((ln.split()[1] for ln in f if ln.startswith("Umask:")), None)
+    except OSError:
+        return None
+
+
+def _oom_score_adj() -> Optional[str]:
+    try:
+        with open("/proc/self/oom_score_adj") as f:
             return f.read(64).strip()
     except OSError:
         return None

@@ -8,7 +8,7 @@ phase child alike.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Type
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type
 
 if TYPE_CHECKING:
     from pytest_compilecache.pathoption import PathOption
@@ -101,6 +101,12 @@ def unknown_via(vias: Any, reg: Registry) -> Optional[str]:
         return None
     return (f"--compile-cache-via: {','.join(vias)!r}: the warm-start paths are "
             f"{', '.join(selectable(reg))} (comma-separated)")
+
+
+def one_phase_each(found: Sequence["WarmStartPath"]) -> bool:
+    """Every path a single phase (a recording of keys): its checks need one preloaded
+    interpreter, not one per phase (launch/preloaded.py `narrow`)."""
+    return all(len(p.phases) == 1 for p in found)
 
 
 def for_settings(settings: Any, reg: Registry,
